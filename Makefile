@@ -1,0 +1,52 @@
+# The two commands of the README:  make book  (build the website)  and  make test  (everything CI runs).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(abspath $(VENV))/bin
+export PATH := $(abspath $(BIN)):$(PATH)
+# one thread policy for the whole book: OpenBLAS single-threaded (see rcutil/__init__.py)
+export OPENBLAS_NUM_THREADS := 1
+export PYTHONHASHSEED := 0
+# data from the shared folder when it is there; otherwise rcutil's cache or download
+SHARED_DATA := $(abspath ../shared/data)
+ifneq ($(wildcard $(SHARED_DATA)/SHA256SUMS),)
+export RCUTIL_DATA_DIR ?= $(SHARED_DATA)
+endif
+NBDIR    ?= _build/nbval
+CHAPTERS ?= $(wildcard book/*.md)
+BOOK_ROOT ?= .
+
+.PHONY: book test install unit nbval build-ci clean
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+## make book: build the website with the `book` profile, then open _build/html/index.html
+book: install
+	RCUTIL_PROFILE=book $(BIN)/jupyter-book build -W -n --keep-going .
+	@echo "Open _build/html/index.html in a browser."
+
+## make test: unit tests, every chapter under nbval, then the -W book build (profile ci)
+test: install
+	$(MAKE) unit nbval build-ci
+
+unit:
+	RCUTIL_PROFILE=ci $(BIN)/python -m pytest -q -n 2 tests
+
+nbval:
+	rm -rf $(NBDIR) && mkdir -p $(NBDIR)
+	for md in $(CHAPTERS); do \
+	  $(BIN)/jupytext --quiet --to ipynb --output $(NBDIR)/$$(basename $${md%.md}).ipynb $$md || exit 1; \
+	done
+	cd $(NBDIR) && RCUTIL_PROFILE=ci $(BIN)/python -m pytest -q -n 2 -p no:cacheprovider \
+	  --nbval-lax --nbval-current-env --rootdir=. *.ipynb
+
+build-ci:
+	RCUTIL_PROFILE=ci $(BIN)/jupyter-book build -W -n --keep-going $(BOOK_ROOT)
+
+clean:
+	rm -rf _build

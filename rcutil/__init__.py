@@ -1,0 +1,21 @@
+"""rcutil: the code of the executable book on gradient descent for Transformers with
+residual connections (Qin, Zhou, Jiang & Zhu, arXiv:2506.05249).
+
+Thread policy: OpenBLAS (numpy) is limited to one thread before numpy is first imported,
+because on two cores its idle threads slowed torch's steps many times over; torch keeps its
+own threads.
+"""
+import os
+import warnings
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# Without ipywidgets, tqdm.auto falls back to text bars in Jupyter; it need not say so.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+from .profiles import PROFILES, active_profile, settings_for  # noqa: E402
+from .model import Transformer, attention, block, ffn, squared_loss  # noqa: E402
+from .train import History, TrainingDiverged, gradient_descent  # noqa: E402
+
+__all__ = ["PROFILES", "active_profile", "settings_for", "Transformer", "attention", "block",
+           "ffn", "squared_loss", "History", "TrainingDiverged", "gradient_descent"]
+__version__ = "0.1.0"

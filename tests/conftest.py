@@ -1,0 +1,4 @@
+import os
+
+os.environ.setdefault("RCUTIL_PROFILE", "ci")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
