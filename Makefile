@@ -15,7 +15,7 @@ NBDIR    ?= _build/nbval
 CHAPTERS ?= $(wildcard book/*.md)
 BOOK_ROOT ?= .
 
-.PHONY: book test install unit nbval build-ci clean
+.PHONY: book test install unit nbval build-ci site browser-deps clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,26 +27,40 @@ install: $(VENV)/.installed
 
 ## make book: build the website with the `book` profile, then open _build/html/index.html
 book: install
+	rm -rf _build/html
 	RCUTIL_PROFILE=book $(BIN)/jupyter-book build -W -n --keep-going .
 	@echo "Open _build/html/index.html in a browser."
 
-## make test: unit tests, every chapter under nbval, then the -W book build (profile ci)
+## make test: unit tests, every chapter under nbval, the -W book build, the site in a browser (profile ci)
 test: install
-	$(MAKE) unit nbval build-ci
+	$(MAKE) unit nbval build-ci site
 
 unit:
-	RCUTIL_PROFILE=ci $(BIN)/python -m pytest -q -n 2 tests
+	RCUTIL_PROFILE=ci $(BIN)/python -m pytest -q -n 2 --ignore=tests/site tests
 
 nbval:
 	rm -rf $(NBDIR) && mkdir -p $(NBDIR)
 	for md in $(CHAPTERS); do \
+	  grep -q "format_name: myst" $$md || continue; \
 	  $(BIN)/jupytext --quiet --to ipynb --output $(NBDIR)/$$(basename $${md%.md}).ipynb $$md || exit 1; \
 	done
-	cd $(NBDIR) && RCUTIL_PROFILE=ci $(BIN)/python -m pytest -q -n 2 -p no:cacheprovider \
+	cd $(NBDIR) && RCUTIL_PROFILE=ci $(BIN)/python -m pytest -q -n 2 --dist loadfile -p no:cacheprovider \
 	  --nbval-lax --nbval-current-env --rootdir=. *.ipynb
 
 build-ci:
+	rm -rf $(BOOK_ROOT)/_build/html
 	RCUTIL_PROFILE=ci $(BIN)/jupyter-book build -W -n --keep-going $(BOOK_ROOT)
+
+## Debian's chromium and chromium-driver for the site test, installed when missing
+browser-deps:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+## the built site in headless Chromium
+site: browser-deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/site
 
 clean:
 	rm -rf _build

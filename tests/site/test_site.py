@@ -1,0 +1,192 @@
+"""The built website, as a reader's browser sees it: headless Chromium over every page.
+
+Runs after ``jupyter-book build`` (the test command's last stage). The site in
+``_build/html`` (or ``$RCUTIL_SITE_DIR``) is served on 127.0.0.1 and each page is checked for:
+no console errors; typeset math (MathJax output present, no raw ``$$`` left); images that
+load; internal links whose page and anchor exist; numbered references (figures, equations,
+theorems) that resolve. A screenshot of every page goes to ``_build/screenshots``.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import http.server
+import os
+import shutil
+import threading
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("RCUTIL_SITE_DIR", ROOT / "_build" / "html"))
+SHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+REDIRECT = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
+
+
+def site_pages() -> list[str]:
+    """Every content page of the site (redirect stubs such as index.html are tested apart)."""
+    if not (SITE / "index.html").is_file():
+        return []
+    pages = []
+    for p in sorted(SITE.rglob("*.html")):
+        if "_static" in p.parts or "_sources" in p.parts:
+            continue
+        if REDIRECT.search(p.read_text(errors="replace")[:2000]):
+            continue
+        pages.append(str(p.relative_to(SITE)))
+    return pages
+
+
+PAGES = site_pages()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    handler = functools.partial(_QuietHandler, directory=str(SITE))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,1600",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def test_site_was_built():
+    assert (SITE / "index.html").is_file(), f"no built site in {SITE}: run `make build-ci` first"
+    assert len(PAGES) >= 3, PAGES
+
+
+def test_landing_page_redirects_to_the_intro(server, browser):
+    browser.get(server + "index.html")
+    browser.implicitly_wait(0)
+    target = REDIRECT.search((SITE / "index.html").read_text()).group(1)
+    assert (SITE / target).is_file(), target
+    for _ in range(50):
+        if browser.current_url.endswith(target):
+            break
+        browser.execute_async_script("setTimeout(arguments[0], 100)")
+    assert browser.current_url.endswith(target), browser.current_url
+
+
+WAIT_FOR_MATHJAX = """
+const done = arguments[arguments.length - 1];
+const start = Date.now();
+(function poll() {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    MathJax.startup.promise.then(() => done(true)).catch(e => done('MathJax failed: ' + e));
+  } else if (Date.now() - start > 20000) {
+    done(document.querySelector('.math') ? 'MathJax never started' : true);
+  } else { setTimeout(poll, 100); }
+})();
+"""
+
+PAGE_FACTS = """
+const text = (() => {
+  const clone = document.querySelector('main, article, body').cloneNode(true);
+  clone.querySelectorAll('pre, code, script, style, mjx-container').forEach(e => e.remove());
+  return clone.textContent;
+})();
+return {
+  mathSource: document.querySelectorAll('.math, div.math, span.math').length,
+  mathTypeset: document.querySelectorAll('mjx-container').length,
+  rawDisplayMath: text.includes('$$'),
+  images: Array.from(document.images).map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
+  links: Array.from(document.querySelectorAll('a[href]')).map(a => ({
+      href: a.href, cls: a.className, text: a.textContent.trim()})),
+  numrefs: Array.from(document.querySelectorAll('a.reference.internal')).filter(
+      a => /^(Fig\\.|Figure|Table|Theorem|Lemma|Corollary|Assumption|Definition|Equation|\\()/.test(a.textContent.trim())
+  ).map(a => ({href: a.href, text: a.textContent.trim()})),
+};
+"""
+
+
+def _target_exists(url: str, page_cache: dict) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    path = urllib.parse.unquote(parts.path).lstrip("/") or "index.html"
+    target = SITE / path
+    if target.is_dir():
+        target = target / "index.html"
+    if not target.is_file():
+        return False
+    if not parts.fragment or target.suffix != ".html":
+        return True
+    if target not in page_cache:
+        page_cache[target] = target.read_text(errors="replace")
+    frag = urllib.parse.unquote(parts.fragment)
+    return f'id="{frag}"' in page_cache[target] or f"id='{frag}'" in page_cache[target]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page(page, server, browser):
+    browser.get_log("browser")  # drop what earlier pages left
+    browser.get(server + page)
+    state = browser.execute_async_script(WAIT_FOR_MATHJAX)
+    assert state is True, f"{page}: {state}"
+    facts = browser.execute_script(PAGE_FACTS)
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")))
+
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, f"{page}: console errors {errors}"
+
+    if facts["mathSource"]:
+        assert facts["mathTypeset"] > 0, f"{page}: math is present but MathJax typeset none of it"
+    assert not facts["rawDisplayMath"], f"{page}: raw $$ left in the text"
+
+    broken_images = [i["src"] for i in facts["images"] if not i["ok"]]
+    assert not broken_images, f"{page}: images that do not load: {broken_images}"
+
+    cache: dict = {}
+    internal = [l for l in facts["links"] if l["href"].startswith(server)]
+    broken = sorted({l["href"] for l in internal if not _target_exists(l["href"], cache)})
+    assert not broken, f"{page}: internal links without a target: {broken}"
+
+    unresolved = [r for r in facts["numrefs"] if not _target_exists(r["href"], cache)]
+    assert not unresolved, f"{page}: references that do not resolve: {unresolved}"
+
+
+def test_references_are_checked_somewhere(server, browser):
+    """The reference check above is not vacuous: the book has figure, equation and theorem refs."""
+    kinds = set()
+    for page in PAGES:
+        html = (SITE / page).read_text(errors="replace")
+        if "std-numref" in html:
+            kinds.add("figure")
+        if 'class="reference internal" href="#equation-' in html or "href=\"#equation-" in html:
+            kinds.add("equation")
+        if "prf:ref" in html or "proof" in html and "reference internal" in html and "Theorem" in html:
+            kinds.add("theorem")
+    assert {"figure", "equation"} <= kinds, kinds
