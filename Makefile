@@ -11,6 +11,8 @@ SHARED_DATA := $(abspath ../shared/data)
 ifneq ($(wildcard $(SHARED_DATA)/SHA256SUMS),)
 export RCUTIL_DATA_DIR ?= $(SHARED_DATA)
 endif
+# experiment results shared by the chapters and the report (see rcutil.experiments.cached)
+export RCUTIL_RESULTS_DIR ?= $(abspath _build/results)
 NBDIR    ?= _build/nbval
 CHAPTERS ?= $(wildcard book/*.md)
 BOOK_ROOT ?= .
