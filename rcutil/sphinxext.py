@@ -7,6 +7,7 @@ output is used because it needs no web fonts.
 """
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -56,9 +57,34 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     context["script_files"][:] = unique
 
 
+#: The branch that the publish workflow fills with the chapters as ``.ipynb`` notebooks.
+NOTEBOOK_BRANCH = "notebooks"
+
+
+def _launch_notebooks(app, pagename, templatename, context, doctree) -> None:
+    """Point the Binder and Colab buttons at the published notebook of the page.
+
+    Colab cannot open a MyST ``.md`` chapter, and Jupyter opens it as text unless jupytext is
+    set up; the publish workflow writes every chapter as ``.ipynb`` to the branch
+    :data:`NOTEBOOK_BRANCH`, and the buttons open that file.
+    """
+    branch = app.config.html_theme_options.get("repository_branch") or "main"
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group.get("buttons", []):
+            url = button["url"]
+            url = url.replace(f"/blob/{branch}/", f"/blob/{NOTEBOOK_BRANCH}/")
+            url = url.replace(f"/{branch}?", f"/{NOTEBOOK_BRANCH}?")
+            url = url.replace("/./", "/")  # path_to_book "." gives ".../tree/./book/..."
+            button["url"] = re.sub(r"\.md(?=$|[&#])", ".ipynb", url)
+
+
 def setup(app):
     app.connect("config-inited", _configure)
     app.connect("builder-inited", _stage)
     # before the theme handlers: emit_firstresult stops at the first handler that returns a template
     app.connect("html-page-context", _dedupe_scripts, priority=100)
+    # after sphinx-book-theme's add_launch_buttons (priority 501)
+    app.connect("html-page-context", _launch_notebooks, priority=510)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

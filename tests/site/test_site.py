@@ -177,6 +177,13 @@ def test_page(page, server, browser):
     unresolved = [r for r in facts["numrefs"] if not _target_exists(r["href"], cache)]
     assert not unresolved, f"{page}: references that do not resolve: {unresolved}"
 
+    # launch buttons open the published notebook of this very chapter, never the .md source
+    stem = Path(page).stem
+    for l in facts["links"]:
+        if "colab.research.google.com" in l["href"] or "mybinder.org" in l["href"]:
+            assert l["href"].endswith(f"book/{stem}.ipynb") and "/notebooks" in l["href"], l["href"]
+            assert (ROOT / "book" / f"{stem}.md").is_file()
+
 
 def test_references_are_checked_somewhere(server, browser):
     """The reference check above is not vacuous: the book has figure, equation and theorem refs."""
