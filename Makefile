@@ -6,6 +6,8 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # one thread policy for the whole book: OpenBLAS single-threaded (see rcutil/__init__.py)
 export OPENBLAS_NUM_THREADS := 1
 export PYTHONHASHSEED := 0
+# the test command runs two notebooks or test workers side by side: one torch thread each
+test unit nbval build-ci site: export RCUTIL_TORCH_THREADS := 1
 # data from the shared folder when it is there; otherwise rcutil's cache or download
 SHARED_DATA := $(abspath ../shared/data)
 ifneq ($(wildcard $(SHARED_DATA)/SHA256SUMS),)

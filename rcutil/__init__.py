@@ -1,9 +1,8 @@
 """rcutil: the code of the executable book on gradient descent for Transformers with
 residual connections (Qin, Zhou, Jiang & Zhu, arXiv:2506.05249).
 
-Thread policy: OpenBLAS (numpy) is limited to one thread before numpy is first imported,
-because on two cores its idle threads slowed torch's steps many times over; torch keeps its
-own threads.
+Thread policy (see :mod:`rcutil.threads`): OpenBLAS (numpy) is limited to one thread before
+numpy is first imported; torch follows ``$RCUTIL_TORCH_THREADS`` when it is set.
 """
 import os
 import warnings
@@ -11,6 +10,10 @@ import warnings
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # Without ipywidgets, tqdm.auto falls back to text bars in Jupyter; it need not say so.
 warnings.filterwarnings("ignore", message="IProgress not found")
+
+from .threads import apply_environment as _apply_thread_policy  # noqa: E402
+
+_apply_thread_policy()
 
 from .profiles import PROFILES, active_profile, settings_for  # noqa: E402
 from .model import Transformer, attention, block, ffn, squared_loss  # noqa: E402

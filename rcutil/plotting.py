@@ -6,6 +6,7 @@ deficiencies; line plots are rendered as SVG in the pages.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import matplotlib as mpl
@@ -75,9 +76,8 @@ def band(ax, x: Sequence[float], runs: np.ndarray, *, color: str, label: str | N
     return line
 
 
-def save(fig, path) -> "Path":
-    """Save a figure for the CLI: SVG for line plots (vector), next to nothing else."""
-    from pathlib import Path
+def save(fig, path) -> Path:
+    """Save a figure for the CLI (SVG, vector, for line plots)."""
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

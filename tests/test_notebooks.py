@@ -1,6 +1,5 @@
 """The notebooks that the launch buttons open are built from every chapter."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import nbformat

@@ -16,7 +16,6 @@ output ``Z_t = Attn(X) + beta X``; and the ratio ``min_t sigma_min(Z_t)^2 / max_
 """
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from tqdm.auto import tqdm
 
 from .. import jena_data
 from ..linalg import singular_values
+from ..threads import torch_threads  # noqa: F401 (used by the chapter too)
 from ..model import Transformer, squared_loss
 from ..profiles import settings_for
 from ..train import TrainingDiverged, gradient_descent
@@ -160,18 +160,6 @@ def sharpness(template: Transformer, params: dict, betas: torch.Tensor, X: torch
         lam = sum((w[k] * v[k]).reshape(B, -1).sum(1) for k in v)
         v = w
     return lam.detach().cpu().numpy()
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None):
-    """Run a block with ``n`` torch intra-op threads (``None``: leave as is), then restore."""
-    old = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def loop_gd(settings: dict, X: torch.Tensor, Y: torch.Tensor, *, mu: float, steps: int,
