@@ -12,6 +12,7 @@ from types import ModuleType
 #: CLI name -> module, in the order of the book.
 EXPERIMENTS = {
     "model": "rcutil.experiments.model",
+    "lipschitz": "rcutil.experiments.lipschitz",
     "singular-values": "rcutil.experiments.singular_values",
     "convergence": "rcutil.experiments.convergence",
     "rank-collapse": "rcutil.experiments.rank_collapse",

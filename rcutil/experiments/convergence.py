@@ -1,0 +1,218 @@
+"""Theorem 1, Corollary 1 and the multi-layer theorem, checked on a certifying instance.
+
+Chapter :ref:`convergence`. For each depth ``L`` the experiment builds one instance (model at
+``theta_0`` with ``W_U^0 = 0``, inputs ``X``, targets a small multiple of another model's
+output), evaluates the certificate of :mod:`rcutil.certificate`, and runs full-batch GD at the
+theorem's step ``mu = 1/C`` until ``Phi <= tol * Phi_0`` (Corollary 1). A residual-strength
+sweep compares the measured late rate with ``(1 - kappa(H_0)^-2)^2``.
+
+The sizes are the book's choice (the paper's are not public).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..certificate import best_certificate
+from ..linalg import singular_values
+from ..model import Transformer
+from ..profiles import settings_for
+from ..threads import torch_threads
+from ..train import gradient_descent
+
+JSON_NAME = "convergence"
+
+_INSTANCE = dict(N=4, n=4, d=64, d_qk=8, d_F=64, d_out=2, tau=1.0, beta=1.0, x_std=0.125,
+                 seed_model=0, seed_X=1, seed_target=2, tol=1e-10, n_radii=60, chunk=250)
+#: target scale ||Y||_F per depth: below the largest scale the certificate accepts
+_TARGETS = {"1": 1e-3, "2": 4e-4, "4": 1e-4}
+
+SETTINGS = {
+    "ci": dict(_INSTANCE, target_scale=_TARGETS, layers=[1, 2, 4], max_steps=20000,
+               sweep_betas=[0.0, 0.1, 0.25, 0.5, 0.75, 1.0], sweep_steps=150),
+    "book": dict(_INSTANCE, target_scale=_TARGETS, layers=[1, 2, 4], max_steps=20000,
+                 sweep_betas=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+                 sweep_steps=300),
+    "paper": dict(_INSTANCE, target_scale=_TARGETS, layers=[1, 2, 4], max_steps=50000,
+                  sweep_betas=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+                  sweep_steps=600),
+}
+
+
+def make_instance(s: dict, n_layers: int = 1, *, beta: float | None = None, target_scale: float | None = None,
+                  device="cpu"):
+    """The certifying instance: ``(model, X, Y)`` in float64, ``W_U^0 = 0``, ``||Y||_F = target_scale``.
+
+    Block weights are Gaussian with std ``1/sqrt(fan_in)``, except the two maps that write into
+    the residual stream, ``W_V`` and ``W_2``, whose std is divided by the depth ``L`` (the
+    book's choice of a "suitable initialisation" for the multi-layer theorem)."""
+    beta = s["beta"] if beta is None else beta
+    target_scale = s["target_scale"][str(n_layers)] if target_scale is None else target_scale
+    init_std = {k: 1.0 / (n_layers * math.sqrt(s["d"] if k == "W_V" else s["d_F"])) for k in ("W_V", "W_2")}
+    model = Transformer(s["d"], s["d_qk"], s["d_F"], s["d_out"], n_layers=n_layers, tau=s["tau"],
+                        beta=beta, W_U_init="zero", init_std=init_std, seed=s["seed_model"], device=device)
+    gen = torch.Generator().manual_seed(s["seed_X"])
+    X = (torch.randn(s["N"], s["n"], s["d"], generator=gen, dtype=torch.float64) * s["x_std"]).to(device)
+    teacher = Transformer(s["d"], s["d_qk"], s["d_F"], s["d_out"], n_layers=n_layers, tau=s["tau"],
+                          beta=beta, init_std=init_std, seed=s["seed_target"], device=device)
+    with torch.no_grad():
+        Y = teacher(X)
+    Y = target_scale * Y / torch.linalg.vector_norm(Y)
+    return model, X, Y
+
+
+def run_to_tolerance(model, X, Y, *, mu: float, tol: float, max_steps: int, chunk: int,
+                     progress: bool = False, desc: str = "GD"):
+    """GD at step ``mu`` in chunks until ``Phi <= tol Phi_0`` or ``max_steps``; one joined history."""
+    loss, gnorm, smin, smax = [], [], [], []
+    steps = 0
+    while True:
+        h = gradient_descent(model, X, Y, mu=mu, steps=chunk, progress=progress, desc=desc)
+        skip = 1 if loss else 0
+        loss += h.loss[skip:]
+        gnorm += h.grad_norm[skip:]
+        smin += h.sigma_min[skip:]
+        smax += h.sigma_max[skip:]
+        steps += chunk
+        hit = [t for t, v in enumerate(loss) if v <= tol * loss[0]]
+        if hit or steps >= max_steps:
+            end = hit[0] + 1 if hit else len(loss)
+            return dict(loss=loss[:end], grad_norm=gnorm[:end], sigma_min_Z=smin[:end], sigma_max_Z=smax[:end])
+
+
+def theorem_run(s: dict, n_layers: int, *, device="cpu", progress=False) -> dict:
+    """Certificate + GD at ``mu = 1/C`` for one depth: the keys of the JSON file."""
+    model, X, Y = make_instance(s, n_layers, device=device)
+    cert = best_certificate(model, X, Y, n_radii=s["n_radii"])
+    hist = run_to_tolerance(model, X, Y, mu=cert.mu, tol=s["tol"], max_steps=s["max_steps"],
+                            chunk=s["chunk"], progress=progress, desc=f"GD L={n_layers}")
+    loss = np.array(hist["loss"])
+    rates = loss[1:] / loss[:-1]
+    pl = np.array(hist["grad_norm"]) ** 2 / (2 * loss)
+    predicted = 1.0 - cert.mu * cert.alpha
+    return {
+        "n_layers": n_layers,
+        "target_scale": s["target_scale"][str(n_layers)],
+        "alpha": cert.alpha, "C": cert.C, "mu": cert.mu, "predicted_rate": predicted,
+        "certificate": cert.to_dict(),
+        "loss_history": loss.tolist(),
+        "rates": rates.tolist(),
+        "local_pl": pl.tolist(),
+        "grad_norm": hist["grad_norm"],
+        "max_measured_rate": float(rates.max()),
+        "min_local_pl": float(pl.min()),
+        "bound_steps": math.ceil(math.log(s["tol"]) / math.log(predicted)),
+        "corollary_step": cert.mu,
+        "corollary_step_source": "theorem mu = 1/C",
+        "steps_to_tolerance": len(loss) - 1,
+        "final_over_initial_loss": float(loss[-1] / loss[0]),
+    }
+
+
+def beta_sweep(s: dict, *, device="cpu", progress=False) -> dict:
+    """Across ``beta``: ``kappa(H_0)``, ``kappa(Z_0)``, the certificate, and the late GD rate at
+    ``mu = 1 / sigma_max(H_0)^2`` (the inverse top eigenvalue of the tangent kernel at ``W_U = 0``)."""
+    out = {k: [] for k in ("beta", "kappa_H", "kappa_Z", "late_rate", "predicted_late_rate",
+                           "alpha_over_C", "certified", "loss")}
+    for beta in s["sweep_betas"]:
+        model, X, Y = make_instance(s, 1, beta=beta, target_scale=s["target_scale"]["1"], device=device)
+        with torch.no_grad():
+            o = model(X, return_all=True)
+        sH, sZ = singular_values(o.features), singular_values(o.Z[0])
+        cert = best_certificate(model, X, Y, n_radii=s["n_radii"] // 2)
+        mu = 1.0 / float(sH[0]) ** 2
+        h = gradient_descent(model, X, Y, mu=mu, steps=s["sweep_steps"], progress=progress, desc=f"beta={beta}")
+        loss = np.array(h.loss)
+        tail = loss[-s["sweep_steps"] // 3:]
+        late = float((tail[-1] / tail[0]) ** (1.0 / (len(tail) - 1)))
+        kH = float(sH[0] / sH[-1])
+        out["beta"].append(beta)
+        out["kappa_H"].append(kH)
+        out["kappa_Z"].append(float(sZ[0] / sZ[-1]))
+        out["late_rate"].append(late)
+        out["predicted_late_rate"].append((1.0 - kH**-2) ** 2)
+        out["alpha_over_C"].append(cert.alpha / cert.C)
+        out["certified"].append(cert.holds)
+        out["loss"].append((loss / loss[0]).tolist())
+    return out
+
+
+def run(profile: str | None = None, *, device: str = "cpu", progress: bool = True) -> dict:
+    """Theorem 1 / Corollary 1 at ``L = 1`` (top-level keys), ``L = 2, 4`` under ``multilayer``,
+    and the ``beta`` sweep."""
+    s = settings_for(SETTINGS, profile)
+    with torch_threads(1):  # tiny matrices (see rcutil.threads)
+        single = theorem_run(s, 1, device=device, progress=progress)
+        multi = {str(L): theorem_run(s, L, device=device, progress=progress) for L in s["layers"] if L > 1}
+        sweep = beta_sweep(s, device=device, progress=progress)
+    return {"settings": s, "seeds": {k: s[k] for k in ("seed_model", "seed_X", "seed_target")},
+            **single, "multilayer": multi, "beta_sweep": sweep}
+
+
+# --------------------------------------------------------------------------- figures
+def plot_rates(result: dict, ax=None):
+    """Measured per-step rate, the one-step bound from the local PL ratio, and ``1 - mu alpha``."""
+    import matplotlib.pyplot as plt
+
+    from ..plotting import OKABE_ITO
+
+    if ax is None:
+        _, ax = plt.subplots()
+    rates = np.array(result["rates"])
+    pl = np.array(result["local_pl"])[:-1]
+    t = np.arange(len(rates))
+    ax.plot(t, rates, color=OKABE_ITO[0], label=r"measured $\Phi_{t+1}/\Phi_t$")
+    ax.plot(t, 1 - result["mu"] * pl, color=OKABE_ITO[1], ls="--",
+            label=r"$1-\mu\,\|\nabla\Phi_t\|^2/(2\Phi_t)$ (local PL)")
+    ax.axhline(result["predicted_rate"], color=OKABE_ITO[3], ls=":", label=r"$1-\mu\alpha$ (Theorem 1)")
+    ax.set_xlabel("step $t$")
+    ax.set_ylabel("contraction factor")
+    ax.legend(loc="lower right")
+    return ax.figure
+
+
+def plot_sweep(result: dict, axes=None):
+    """Left: loss curves across ``beta``. Right: late measured rate against ``(1 - kappa(H_0)^-2)^2``."""
+    import matplotlib.pyplot as plt
+
+    from ..plotting import OKABE_ITO
+
+    sw = result["beta_sweep"]
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(9.6, 3.8))
+    shades = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(sw["beta"])))  # beta: dark -> light
+    for b, l, c in zip(sw["beta"], sw["loss"], shades):
+        axes[0].semilogy(l, color=c, label=rf"$\beta={b:g}$")
+    axes[0].set_xlabel("step $t$")
+    axes[0].set_ylabel(r"$\Phi_t/\Phi_0$")
+    axes[0].legend(ncol=3, fontsize=7, loc="lower left")
+    cols = [OKABE_ITO[0], OKABE_ITO[1], OKABE_ITO[3]]
+    axes[1].plot(sw["beta"], 1 - np.array(sw["late_rate"]), "o", color=cols[0], label="measured $1-$rate")
+    axes[1].plot(sw["beta"], 1 - np.array(sw["predicted_late_rate"]), "-", color=cols[2],
+                 label=r"$1-(1-\kappa(H_0)^{-2})^2$")
+    axes[1].plot(sw["beta"], np.array(sw["kappa_Z"]) ** -2.0, "--", color=cols[1],
+                 label=r"$\kappa(Z_0)^{-2}$")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel(r"residual strength $\beta$")
+    axes[1].legend()
+    return axes[0].figure
+
+
+def plot(result: dict, out_dir) -> list[Path]:
+    """The chapter's figures, written for the CLI."""
+    import matplotlib.pyplot as plt
+
+    from ..plotting import save, setup
+
+    setup(svg=False)
+    paths = []
+    fig = plot_rates(result)
+    paths.append(save(fig, Path(out_dir) / "convergence_rates.svg"))
+    plt.close(fig)
+    fig = plot_sweep(result)
+    paths.append(save(fig, Path(out_dir) / "convergence_beta_sweep.svg"))
+    plt.close(fig)
+    return paths

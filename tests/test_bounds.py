@@ -1,0 +1,270 @@
+"""Property tests of rcutil.bounds: every rule on its own, near its worst case, then composed."""
+import math
+
+import rcutil  # noqa: F401  (thread policy before numpy)
+import numpy as np
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from rcutil import bounds
+from rcutil.model import attention, ffn
+
+torch.set_num_threads(1)
+MANY = settings(max_examples=300, deadline=None)
+SOME = settings(max_examples=40, deadline=None)
+finite = st.floats(-6, 6, allow_nan=False)
+
+
+def _path_derivatives(f, x0, v):
+    """Exact first and second derivative of t -> f(x0 + t v) at t = 0 (nested forward mode)."""
+    def first(x):
+        return torch.func.jvp(f, (x,), (v,))[1]
+    d1 = first(x0)
+    d2 = torch.func.jvp(first, (x0,), (v,))[1]
+    return d1, d2
+
+
+# ----------------------------------------------------------------------- softmax Jacobian
+@MANY
+@given(st.lists(finite, min_size=2, max_size=7))
+@example([0.0, 0.0])
+@example([3.0, 3.0, -6.0, -6.0])
+def test_softmax_jacobian_formula_and_bound(s):
+    s = torch.tensor(s, dtype=torch.float64)
+    p = torch.softmax(s, 0)
+    J = bounds.softmax_jacobian(p)
+    torch.testing.assert_close(J, torch.autograd.functional.jacobian(lambda x: torch.softmax(x, 0), s))
+    assert torch.linalg.matrix_norm(J, ord=2) <= bounds.softmax_jacobian_bound() + 1e-12
+
+
+def test_softmax_jacobian_bound_is_attained():
+    J = bounds.softmax_jacobian(torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64))
+    assert math.isclose(torch.linalg.matrix_norm(J, ord=2).item(), bounds.SOFTMAX_JACOBIAN_BOUND, rel_tol=1e-12)
+
+
+# ----------------------------------------------------------------------- softmax second derivative
+@MANY
+@given(st.lists(st.tuples(finite, finite), min_size=2, max_size=6))
+@example([(0.0, 1.0), (0.0, -1.0)])
+def test_softmax_second_derivative_formula_and_bound(su):
+    s = torch.tensor([a for a, _ in su], dtype=torch.float64)
+    u = torch.tensor([b for _, b in su], dtype=torch.float64)
+    if u.norm() < 1e-3:
+        u = u + 1.0 / len(u) ** 0.5 * torch.arange(len(u), dtype=torch.float64)
+    _, d2 = _path_derivatives(lambda x: torch.softmax(x, 0), s, u)
+    p = torch.softmax(s, 0)
+    torch.testing.assert_close(d2, bounds.softmax_second_derivative(p, u))
+    assert d2.norm() <= bounds.softmax_second_bound() * u.norm() ** 2 + 1e-12
+
+
+# ----------------------------------------------------------------------- tanh
+@MANY
+@given(st.floats(-20, 20, allow_nan=False))
+@example(0.0)
+@example(math.atanh(1 / math.sqrt(3)))
+@example(-math.atanh(1 / math.sqrt(3)))
+def test_tanh_bounds(x):
+    x = torch.tensor(x, dtype=torch.float64)
+    d1, d2 = _path_derivatives(torch.tanh, x, torch.ones_like(x))
+    assert abs(d1) <= bounds.tanh_first_bound() + 1e-15
+    assert abs(d2) <= bounds.tanh_second_bound() + 1e-15
+
+
+def test_tanh_bounds_are_attained():
+    d1, d2 = _path_derivatives(torch.tanh, torch.tensor(math.atanh(3**-0.5), dtype=torch.float64),
+                               torch.tensor(1.0, dtype=torch.float64))
+    assert math.isclose(abs(d2.item()), bounds.TANH_SECOND_BOUND, rel_tol=1e-12)
+    d1, _ = _path_derivatives(torch.tanh, torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
+    assert math.isclose(d1.item(), bounds.TANH_FIRST_BOUND, rel_tol=1e-15)
+
+
+# ----------------------------------------------------------------------- Lipschitz constants
+def _draw(seed, n, d, d_qk, d_F, scale):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    return dict(X=r(n, d) * scale, W_Q=r(d, d_qk), W_K=r(d, d_qk), W_V=r(d, d) / d**0.5,
+                W_1=r(d, d_F) / d**0.5, W_2=r(d_F, d) / d_F**0.5, dir=r(64, 64))
+
+
+inst = st.tuples(st.integers(0, 10**6), st.integers(2, 5), st.integers(2, 6), st.integers(1, 3),
+                 st.integers(1, 6), st.sampled_from([0.05, 0.3, 1.0, 3.0]), st.sampled_from([0.5, 1.0, 2.0]))
+
+
+def spec(W):
+    return torch.linalg.matrix_norm(W, ord=2).item()
+
+
+@MANY
+@given(inst)
+def test_attention_lipschitz_constants(args):
+    seed, n, d, d_qk, d_F, scale, tau = args
+    w = _draw(seed, n, d, d_qk, d_F, scale)
+    X = w["X"]
+    xn, xrow = spec(X), X.norm(dim=1).max().item()
+    for name, L in (("W_Q", bounds.attention_lipschitz_WQ(xn, spec(w["W_K"]), spec(w["W_V"]), tau)),
+                    ("W_K", bounds.attention_lipschitz_WK(xn, spec(w["W_Q"]), spec(w["W_V"]), tau)),
+                    ("W_V", bounds.attention_lipschitz_WV(n, xrow))):
+        v = w["dir"][: w[name].shape[0], : w[name].shape[1]]
+        v = v / v.norm()
+
+        def f(W, name=name):
+            args_ = {k: w[k] for k in ("W_Q", "W_K", "W_V")}
+            args_[name] = W
+            return attention(X, args_["W_Q"], args_["W_K"], args_["W_V"], tau)
+        d1 = torch.func.jvp(f, (w[name],), (v,))[1]
+        assert d1.norm() <= L * (1 + 1e-10) + 1e-14, name
+
+
+@MANY
+@given(inst)
+def test_ffn_and_output_lipschitz_constants(args):
+    seed, n, d, d_qk, d_F, scale, _ = args
+    w = _draw(seed, n, d, d_qk, d_F, scale)
+    Z, W_1, W_2 = w["X"], w["W_1"], w["W_2"]
+    checks = (("W_1", W_1, lambda W: ffn(Z, W, W_2), bounds.ffn_lipschitz_W1(spec(Z), spec(W_2))),
+              ("W_2", W_2, lambda W: ffn(Z, W_1, W), bounds.ffn_lipschitz_W2(Z.norm().item(), spec(W_1), n * d_F)),
+              ("Z", Z, lambda M: ffn(M, W_1, W_2), bounds.ffn_lipschitz_Z(spec(W_1), spec(W_2))),
+              ("W_U", W_1, lambda W: Z @ W, bounds.output_lipschitz_WU(spec(Z))),
+              ("H", Z, lambda M: M @ W_1, bounds.output_lipschitz_H(spec(W_1))))
+    for name, x0, f, L in checks:
+        v = w["dir"][: x0.shape[0], : x0.shape[1]]
+        v = v / v.norm()
+        assert torch.func.jvp(f, (x0,), (v,))[1].norm() <= L * (1 + 1e-10) + 1e-14, name
+
+
+def test_ffn_W1_constant_is_attained_for_linear_regime():
+    # tanh'(0) = 1: near Z W_1 = 0 the W_1-constant ||Z||_2 ||W_2||_2 is reached along the top singular pair
+    Z = torch.diag(torch.tensor([2.0, 1.0], dtype=torch.float64))
+    W_1 = torch.zeros(2, 2, dtype=torch.float64)
+    W_2 = torch.diag(torch.tensor([3.0, 1.0], dtype=torch.float64))
+    v = torch.zeros(2, 2, dtype=torch.float64)
+    v[0, 0] = 1.0
+    d1 = torch.func.jvp(lambda W: ffn(Z, W, W_2), (W_1,), (v,))[1]
+    assert math.isclose(d1.norm().item(), bounds.ffn_lipschitz_W1(spec(Z), spec(W_2)), rel_tol=1e-12)
+
+
+# ----------------------------------------------------------------------- jet rules, each on its own
+def _jet_of(A0, A1, A2, n_params=1):
+    """A path A(t) = A0 + t A1 + t^2/2 A2 seen as a jet in one parameter, with exact bounds at t = 0."""
+    return bounds.Jet(spec(A0), np.array([A1.norm().item()]), np.array([[A2.norm().item()]]), tuple(A0.shape))
+
+
+mats = st.tuples(st.integers(0, 10**6), st.integers(1, 5), st.integers(1, 5), st.integers(1, 5),
+                 st.sampled_from([0.1, 1.0, 5.0]))
+
+
+@MANY
+@given(mats)
+def test_jet_matmul_rule(args):
+    seed, a, b, c, scale = args
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64) * scale  # noqa: E731
+    A, B = [r(a, b) for _ in range(3)], [r(b, c) for _ in range(3)]
+    jet = bounds.jet_matmul(_jet_of(*A), _jet_of(*B))
+    # exact derivatives at t = 0 of (A0 + t A1 + t^2/2 A2)(B0 + t B1 + t^2/2 B2)
+    d1 = A[1] @ B[0] + A[0] @ B[1]
+    d2 = A[2] @ B[0] + 2 * A[1] @ B[1] + A[0] @ B[2]
+    assert spec(A[0] @ B[0]) <= jet.value * (1 + 1e-12)
+    assert d1.norm() <= jet.first * (1 + 1e-12)
+    assert d2.norm() <= jet.second * (1 + 1e-12) + 1e-12
+
+
+@MANY
+@given(mats, st.booleans())
+def test_jet_softmax_rule(args, tie):
+    seed, a, _, c, scale = args
+    c = max(c, 2)
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64) * scale  # noqa: E731
+    S = [r(a, c) for _ in range(3)]
+    if tie:  # two equal leading scores per row: the Jacobian bound 1/2 is (nearly) attained
+        S[0] = torch.full((a, c), -30.0, dtype=torch.float64)
+        S[0][:, :2] = 0.0
+        S[1] = torch.zeros(a, c, dtype=torch.float64)
+        S[1][:, 0], S[1][:, 1] = 1.0, -1.0
+    jet = bounds.jet_softmax(_jet_of(*S))
+    path = lambda t: torch.softmax(S[0] + t * S[1] + t**2 / 2 * S[2], -1)  # noqa: E731
+    t0 = torch.tensor(0.0, dtype=torch.float64)
+    d1, d2 = _path_derivatives(path, t0, torch.ones_like(t0))
+    assert spec(path(t0)) <= jet.value * (1 + 1e-12)
+    assert d1.norm() <= jet.first * (1 + 1e-12) + 1e-14
+    assert d2.norm() <= jet.second * (1 + 1e-12) + 1e-14
+    if tie:
+        assert d1.norm() >= 0.99 * jet.first  # the rule is tight here
+
+
+@MANY
+@given(mats)
+def test_jet_tanh_rule(args):
+    seed, a, b, _, scale = args
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64) * scale  # noqa: E731
+    A = [r(a, b) for _ in range(3)]
+    jet = bounds.jet_tanh(_jet_of(*A))
+    # exact derivatives at t = 0 of tanh(A0 + t A1 + t^2/2 A2) (chain rule; tanh' = 1 - tanh^2)
+    th = torch.tanh(A[0])
+    d1 = (1 - th**2) * A[1]
+    d2 = -2 * th * (1 - th**2) * A[1] ** 2 + (1 - th**2) * A[2]
+    assert spec(th) <= jet.value * (1 + 1e-12)
+    assert d1.norm() <= jet.first * (1 + 1e-12) + 1e-14
+    assert d2.norm() <= jet.second * (1 + 1e-12) + 1e-14
+
+
+@MANY
+@given(st.floats(0, 10), st.floats(0, 10), st.floats(0, 10), st.floats(0, 1), st.floats(0, 1))
+def test_output_second_bound_sos(G_H, K_H, R_U, a, b):
+    # K_H R_U a^2 + 2 G_H a b <= K_H R_U + G_H whenever a^2 + b^2 <= 1
+    nrm = math.hypot(a, b)
+    if nrm > 1:
+        a, b = a / nrm, b / nrm
+    assert K_H * R_U * a * a + 2 * G_H * a * b <= bounds.output_second_bound(G_H, K_H, R_U) * (1 + 1e-12) + 1e-12
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError, match="tau"):
+        bounds.attention_lipschitz_WQ(1.0, 1.0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="R_U"):
+        bounds.output_lipschitz_H(-1.0)
+    with pytest.raises(ValueError, match="probability vector"):
+        bounds.softmax_jacobian(torch.ones(2, 2))
+
+
+# ----------------------------------------------------------------------- composed: H and Phi on the ball
+@SOME
+@given(st.integers(0, 10**6), st.integers(1, 2), st.sampled_from([0.0, 0.5, 1.0]),
+       st.sampled_from([0.01, 0.1, 0.5]))
+def test_composed_feature_and_smoothness_bounds(seed, L, beta, r):
+    from rcutil.certificate import certificate, feature_bounds
+    from rcutil.model import Transformer
+
+    model = Transformer(6, 2, 5, 2, n_layers=L, tau=1.0, beta=beta, seed=seed % 1000)
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(2, 3, 6, generator=g, dtype=torch.float64) * 0.5
+    Y = torch.randn(2, 3, 2, generator=g, dtype=torch.float64) * 0.1
+    G_H, K_H, _ = feature_bounds(model, X, r)
+    cert = certificate(model, X, Y, r=r)
+    names = [k for k, _ in model.named_parameters()]
+    theta0 = {k: p.detach().clone() for k, p in model.named_parameters()}
+    # a random point of the ball and a random unit direction
+    u = {k: torch.randn(p.shape, generator=g, dtype=torch.float64) for k, p in theta0.items()}
+    un = math.sqrt(sum((t**2).sum().item() for t in u.values()))
+    frac = torch.rand(1, generator=g).item()
+    point = {k: theta0[k] + r * frac * u[k] / un for k in names}
+    v = {k: torch.randn(p.shape, generator=g, dtype=torch.float64) for k, p in theta0.items()}
+    vn = math.sqrt(sum((t**2).sum().item() for t in v.values()))
+    v = {k: t / vn for k, t in v.items()}
+
+    def H_of(params):
+        return torch.func.functional_call(model, params, (X,), {"return_all": True}).features
+
+    def Phi_of(params):
+        F = torch.func.functional_call(model, params, (X,))
+        return 0.5 * ((F - Y) ** 2).sum()
+
+    d1, d2 = _path_derivatives(H_of, point, v)
+    assert d1.norm() <= G_H * (1 + 1e-10)
+    assert d2.norm() <= K_H * (1 + 1e-10) + 1e-12
+    _, h = _path_derivatives(Phi_of, point, v)  # v^T Hess(Phi) v
+    assert abs(h.item()) <= cert.C * (1 + 1e-10)
