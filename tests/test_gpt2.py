@@ -1,0 +1,225 @@
+"""rcutil.gpt2: shapes, the causal mask, the residual switch, the weight mapping, determinism."""
+import math
+
+import pytest
+import torch
+
+from rcutil.gpt2 import GPT2Classifier, GPT2Config, from_hf_state_dict, hf_to_rcutil, load_hf_gpt2
+
+SMALL = dict(n_layer=3, n_head=2, d_model=16, d_ff=24, vocab_size=50, context=12)
+
+
+def small(**kw) -> GPT2Classifier:
+    return GPT2Classifier(GPT2Config(**{**SMALL, **kw}), seed=0)
+
+
+def test_defaults_are_gpt2_small():
+    cfg = GPT2Config()
+    assert (cfg.n_layer, cfg.n_head, cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.context) == \
+        (12, 12, 768, 3072, 50257, 1024)
+    # the 124M parameters of GPT-2 small (without its tied LM head) plus the 768 x 2 head
+    n = GPT2Classifier(GPT2Config(n_layer=12), seed=0).num_parameters()
+    assert n == 124_439_808 + 768 * 2
+
+
+def test_shapes():
+    m = small()
+    tokens = torch.randint(0, 50, (4, 7))
+    assert m(tokens).shape == (4, 2)
+    out = m(tokens, torch.tensor([7, 3, 1, 5]), return_attention=True)
+    assert out.logits.shape == (4, 2) and out.last_attention.shape == (4, 7, 16)
+
+
+def test_bad_config_and_input():
+    with pytest.raises(ValueError, match="divisible"):
+        GPT2Config(d_model=10, n_head=3)
+    with pytest.raises(ValueError, match="n_layer"):
+        GPT2Config(n_layer=0)
+    with pytest.raises(ValueError, match="context"):
+        small()(torch.zeros(1, 13, dtype=torch.long))
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_causal_mask(residual):
+    """Changing tokens after position i changes nothing at positions <= i (nor the logits of
+    a sentence whose last real token is at i): right padding needs no extra mask."""
+    m = small(residual=residual)
+    a = torch.randint(0, 50, (2, 9))
+    b = a.clone()
+    b[:, 5:] = torch.randint(0, 50, (2, 4))
+    za, zb = m(a, return_attention=True).last_attention, m(b, return_attention=True).last_attention
+    torch.testing.assert_close(za[:, :5], zb[:, :5])
+    assert not torch.allclose(za[:, 5:], zb[:, 5:])
+    n = torch.tensor([5, 3])
+    torch.testing.assert_close(m(a, n), m(b, n))
+    torch.testing.assert_close(m(a, n)[1], m(a[1:, :3])[0])
+
+
+def manual_block(block, h, residual, n_head):
+    """The block written out with an explicit masked softmax (no scaled_dot_product_attention)."""
+    def attn(x):
+        B, T, d = x.shape
+        q, k, v = (x @ block.attn.c_attn.weight.T + block.attn.c_attn.bias).split(d, dim=2)
+        q, k, v = (t.view(B, T, n_head, d // n_head).transpose(1, 2) for t in (q, k, v))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d // n_head)
+        scores = scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, d)
+        return y @ block.attn.c_proj.weight.T + block.attn.c_proj.bias
+
+    def mlp(x):
+        u = x @ block.mlp.c_fc.weight.T + block.mlp.c_fc.bias
+        g = 0.5 * u * (1 + torch.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u**3)))
+        return g @ block.mlp.c_proj.weight.T + block.mlp.c_proj.bias
+
+    if residual:
+        z = h + attn(block.ln_1(h))
+        return z + mlp(block.ln_2(z)), z
+    z = attn(block.ln_1(h))
+    return mlp(block.ln_2(z)), z
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_residual_switch_matches_written_out_block(residual):
+    torch.manual_seed(1)
+    m = small(residual=residual)
+    with torch.no_grad():  # non-trivial biases and LayerNorm parameters
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    h = torch.randn(2, 6, 16)
+    got_h, got_z = m.h[0](h)
+    want_h, want_z = manual_block(m.h[0], h, residual, 2)
+    torch.testing.assert_close(got_h, want_h, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_z, want_z, rtol=1e-5, atol=1e-5)
+
+
+def test_residual_switch_changes_the_function():
+    tokens = torch.randint(0, 50, (3, 6))
+    assert not torch.allclose(small(residual=True)(tokens), small(residual=False)(tokens))
+    # same seed, same weights: the switch changes only the wiring
+    a, b = small(residual=True), small(residual=False)
+    for (na, pa), (nb, pb) in zip(a.named_parameters(), b.named_parameters()):
+        assert na == nb and torch.equal(pa, pb)
+
+
+# ----------------------------------------------------------------- Hugging Face weight layout
+def hf_state_dict(n_blocks=3, d=16, d_ff=24, vocab=50, context=12, prefix="", seed=0):
+    """A random state dict in the layout of Hugging Face's GPT-2 ``model.safetensors``:
+    Conv1D weights stored (in, out), plus the causal-mask buffer that has no parameter."""
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    sd = {f"{prefix}wte.weight": r(vocab, d), f"{prefix}wpe.weight": r(context, d),
+          f"{prefix}ln_f.weight": r(d), f"{prefix}ln_f.bias": r(d)}
+    for l in range(n_blocks):
+        p = f"{prefix}h.{l}."
+        sd.update({p + "ln_1.weight": r(d), p + "ln_1.bias": r(d),
+                   p + "attn.c_attn.weight": r(d, 3 * d), p + "attn.c_attn.bias": r(3 * d),
+                   p + "attn.c_proj.weight": r(d, d), p + "attn.c_proj.bias": r(d),
+                   p + "attn.bias": torch.tril(torch.ones(1, 1, context, context)),
+                   p + "ln_2.weight": r(d), p + "ln_2.bias": r(d),
+                   p + "mlp.c_fc.weight": r(d, d_ff), p + "mlp.c_fc.bias": r(d_ff),
+                   p + "mlp.c_proj.weight": r(d_ff, d), p + "mlp.c_proj.bias": r(d)})
+    return sd
+
+
+@pytest.mark.parametrize("prefix", ["", "transformer."])
+def test_hf_mapping_names_shapes_and_transposes(prefix):
+    sd = hf_state_dict(prefix=prefix)
+    mapped = hf_to_rcutil(sd, n_layer=2)
+    assert not any(k.startswith("h.2.") for k in mapped)      # truncated to the first 2 blocks
+    assert not any(k.endswith(".attn.bias") for k in mapped)  # the mask buffer is dropped
+    model = from_hf_state_dict(sd, 2, n_head=2)
+    assert (model.cfg.n_layer, model.cfg.d_model, model.cfg.d_ff, model.cfg.vocab_size,
+            model.cfg.context) == (2, 16, 24, 50, 12)
+    ours = model.state_dict()
+    assert set(ours) == set(mapped) | {"head.weight"}
+    for l in range(2):
+        src = f"{prefix}h.{l}."
+        for name in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"):
+            assert torch.equal(ours[f"h.{l}.{name}.weight"], sd[src + name + ".weight"].T)
+            assert torch.equal(ours[f"h.{l}.{name}.bias"], sd[src + name + ".bias"])
+        for name in ("ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias"):
+            assert torch.equal(ours[f"h.{l}.{name}"], sd[src + name])
+    assert torch.equal(ours["wte.weight"], sd[prefix + "wte.weight"])
+    assert torch.equal(ours["wpe.weight"], sd[prefix + "wpe.weight"])
+    assert torch.equal(ours["ln_f.bias"], sd[prefix + "ln_f.bias"])
+
+
+def test_hf_mapping_errors():
+    sd = hf_state_dict(n_blocks=2)
+    with pytest.raises(ValueError, match="h.2.ln_1.weight"):
+        hf_to_rcutil(sd, n_layer=3)
+    del sd["wpe.weight"]
+    with pytest.raises(ValueError, match="wpe.weight"):
+        hf_to_rcutil(sd, n_layer=1)
+    sd = hf_state_dict(n_blocks=2)
+    sd["h.1.mlp.c_fc.weight"] = sd["h.1.mlp.c_fc.weight"].T.contiguous()  # a wrong orientation
+    with pytest.raises(ValueError, match="h.1.mlp.c_fc.weight"):
+        from_hf_state_dict(sd, 2, n_head=2)
+
+
+def test_load_safetensors_file(tmp_path):
+    from safetensors.torch import save_file
+
+    sd = hf_state_dict()
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp_path / "model.safetensors"))
+    model = load_hf_gpt2(tmp_path / "model.safetensors", n_layer=3, residual=False, n_head=2)
+    assert model.cfg.residual is False and model.cfg.n_layer == 3
+    ref = from_hf_state_dict(sd, 3, residual=False, n_head=2)
+    tokens = torch.randint(0, 50, (2, 5))
+    torch.testing.assert_close(model(tokens), ref(tokens))
+
+
+def test_same_function_as_transformers_gpt2():
+    """With the same weights, rcutil's GPT-2 and Hugging Face's GPT2Model agree (if installed)."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_layer=3, n_head=2, n_embd=16, n_inner=24, vocab_size=50,
+                                  n_positions=12, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    ref = transformers.GPT2Model(cfg).eval()
+    ours = from_hf_state_dict(ref.state_dict(), n_layer=2, n_head=2)
+    ref.h = ref.h[:2]  # truncate the reference the same way
+    tokens = torch.randint(0, 50, (3, 8))
+    with torch.no_grad():
+        h_ref = ref(tokens).last_hidden_state[:, -1]
+        torch.testing.assert_close(ours(tokens), h_ref @ ours.head.weight.T, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------- determinism
+def test_initialisation_is_deterministic():
+    a, b = small(), small()
+    c = GPT2Classifier(GPT2Config(**SMALL), seed=1)
+    for pa, pb, pc in zip(a.parameters(), b.parameters(), c.parameters()):
+        assert torch.equal(pa, pb)
+    assert not torch.equal(a.wte.weight, c.wte.weight)
+    std = a.h[0].attn.c_attn.weight.std().item()
+    assert 0.015 < std < 0.025  # N(0, 0.02^2)
+
+
+def test_training_is_deterministic():
+    """Two runs of the experiment's training loop on the same synthetic data agree exactly."""
+    from rcutil.experiments import sst2
+
+    s = dict(d_model=16, n_head=2, d_ff=32, batch_size=8, steps=6, eval_every=3, lr=1e-3,
+             warmup=0.2, min_lr_ratio=0.1, weight_decay=0.01, betas=[0.9, 0.999], grad_clip=1.0)
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 9, (32,), generator=g)
+    tokens = torch.randint(0, 50257, (32, 8), generator=g)
+    labels = torch.randint(0, 2, (32,), generator=g)
+    data = {"train": (tokens, lengths, labels), "train_eval": (tokens, lengths, labels),
+            "dev": (tokens[:8], lengths[:8], labels[:8])}
+    a = sst2.train_one(s, data, 2, True, seed=0)
+    b = sst2.train_one(s, data, 2, True, seed=0)
+    for key in ("train_loss", "train_error", "stable_rank", "dev_accuracy"):
+        assert a[key] == b[key]
+    assert a["step"] == [0, 3, 6] and all(math.isfinite(x) for x in a["train_loss"])
+
+
+def test_sst2_profiles():
+    from rcutil.experiments import sst2
+    from rcutil.profiles import PROFILES, settings_for
+
+    rows = {p: settings_for(sst2.SETTINGS, p) for p in PROFILES}  # same keys in every row
+    assert all(r["layers"] == [2, 6, 10] and r["residual"] == [True, False] for r in rows.values())
+    assert len(rows["book"]["seeds"]) >= 2
+    paper = rows["paper"]
+    assert (paper["d_model"], paper["n_head"], paper["d_ff"], paper["n_train"]) == (768, 12, 3072, None)
