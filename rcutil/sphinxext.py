@@ -81,6 +81,9 @@ def _launch_notebooks(app, pagename, templatename, context, doctree) -> None:
 
 
 def setup(app):
+    # chapter titles with math appear in every page's sidebar, so MathJax must load on every
+    # page, not only on those whose body has equations (genindex, search, bibliography, ...)
+    app.set_html_assets_policy("always")
     app.connect("config-inited", _configure)
     app.connect("builder-inited", _stage)
     # before the theme handlers: emit_firstresult stops at the first handler that returns a template
