@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .linalg import sigma_max
+
 # --------------------------------------------------------------------------- softmax
 #: ``||diag(p) - p p^T||_2 <= 1/2`` for every probability vector p (eq. ``lip-softmax-jac``);
 #: attained at ``p = (1/2, 1/2, 0, ...)``.
@@ -281,7 +283,7 @@ def block_norms0(X: torch.Tensor, W: dict[str, torch.Tensor], *, beta: float, ta
     m["U"] = torch.tanh(m["ZW1"])
     m["FFN"] = m["U"] @ W["W_2"]
     m["H"] = m["FFN"] + beta * m["Z"]
-    norms = {k: float(torch.linalg.matrix_norm(m[k], ord=2)) for k in BLOCK_STEPS}
+    norms = {k: float(sigma_max(m[k])) for k in BLOCK_STEPS}
     return norms, m["H"]
 
 
@@ -342,7 +344,7 @@ def lipschitz_ratio_check(n_instances: int, seed: int = 0) -> dict[str, np.ndarr
         return torch.randn(*shape, generator=g, dtype=torch.float64)
 
     def spec(M):
-        return float(torch.linalg.matrix_norm(M, ord=2))
+        return float(sigma_max(M))
 
     for i in range(n_instances):
         n, d, d_qk, d_F = (int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in

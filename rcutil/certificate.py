@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from . import bounds
-from .linalg import singular_values
+from .linalg import sigma_max, singular_values
 from .model import check_input, stacked_rows
 
 BLOCK_NAMES = ("W_Q", "W_K", "W_V", "W_1", "W_2")
@@ -90,14 +90,14 @@ def feature_bounds(model, X: torch.Tensor, r: float, trace=None) -> tuple[float,
     n_params = len(BLOCK_NAMES) * L
     radii = []
     for blk in model.blocks:
-        radii.append({k: float(torch.linalg.matrix_norm(getattr(blk, k).detach(), ord=2)) + r
+        radii.append({k: float(sigma_max(getattr(blk, k))) + r
                       for k in BLOCK_NAMES})
     gram = np.zeros((n_params, n_params))
     K_sq = 0.0
     H_sq = 0.0
     n = X.shape[1]
     for p in range(X.shape[0]):
-        x_norm = float(torch.linalg.matrix_norm(X[p].detach(), ord=2))
+        x_norm = float(sigma_max(X[p]))
         jet = bounds.jet_const(x_norm, (n, model.d), n_params)
         for l in range(L):
             jet = bounds.jet_block(jet, radii[l], len(BLOCK_NAMES) * l, n_params, d=model.d,
@@ -128,7 +128,7 @@ def certificate(model, X: torch.Tensor, Y: torch.Tensor, r: float, mu: float | N
     s0, S0 = float(sv[-1]), float(sv[0])
     G_H, K_H, H_bound = feature_bounds(model, X, r, trace)
     H_max = min(S0 + G_H * r, H_bound)
-    R_U = float(torch.linalg.matrix_norm(model.W_U.detach(), ord=2)) + r
+    R_U = float(sigma_max(model.W_U)) + r
     lam = s0 - G_H * r
     alpha = lam**2 if lam > 0 else 0.0
     G = bounds.output_gradient_bound(H_max, G_H, R_U)
