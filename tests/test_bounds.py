@@ -81,9 +81,14 @@ def test_tanh_bounds_are_attained():
 
 
 # ----------------------------------------------------------------------- Lipschitz constants
-def _draw(seed, n, d, d_qk, d_F, scale):
+def _sampler(seed, scale=1.0):
+    """``r(*shape)``: float64 standard normals times ``scale``, from a generator seeded ``seed``."""
     g = torch.Generator().manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    return lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+
+
+def _draw(seed, n, d, d_qk, d_F, scale):
+    r = _sampler(seed)
     return dict(X=r(n, d) * scale, W_Q=r(d, d_qk), W_K=r(d, d_qk), W_V=r(d, d) / d**0.5,
                 W_1=r(d, d_F) / d**0.5, W_2=r(d_F, d) / d_F**0.5, dir=r(64, 64))
 
@@ -159,8 +164,7 @@ mats = st.tuples(st.integers(0, 10**6), st.integers(1, 5), st.integers(1, 5), st
 @given(mats)
 def test_jet_matmul_rule(args):
     seed, a, b, c, scale = args
-    g = torch.Generator().manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64) * scale  # noqa: E731
+    r = _sampler(seed, scale)
     A, B = [r(a, b) for _ in range(3)], [r(b, c) for _ in range(3)]
     jet = bounds.jet_matmul(_jet_of(*A), _jet_of(*B))
     # exact derivatives at t = 0 of (A0 + t A1 + t^2/2 A2)(B0 + t B1 + t^2/2 B2)
@@ -176,8 +180,7 @@ def test_jet_matmul_rule(args):
 def test_jet_softmax_rule(args, tie):
     seed, a, _, c, scale = args
     c = max(c, 2)
-    g = torch.Generator().manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64) * scale  # noqa: E731
+    r = _sampler(seed, scale)
     S = [r(a, c) for _ in range(3)]
     if tie:  # two equal leading scores per row: the Jacobian bound 1/2 is (nearly) attained
         S[0] = torch.full((a, c), -30.0, dtype=torch.float64)
@@ -199,8 +202,7 @@ def test_jet_softmax_rule(args, tie):
 @given(mats)
 def test_jet_tanh_rule(args):
     seed, a, b, _, scale = args
-    g = torch.Generator().manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64) * scale  # noqa: E731
+    r = _sampler(seed, scale)
     A = [r(a, b) for _ in range(3)]
     jet = bounds.jet_tanh(_jet_of(*A))
     # exact derivatives at t = 0 of tanh(A0 + t A1 + t^2/2 A2) (chain rule; tanh' = 1 - tanh^2)

@@ -92,25 +92,18 @@ def test_non_numeric_field_names_line_and_column(tmp_path, bad, match):
         jd.read_csv(p)
 
 
-def test_bad_field_count_and_date(tmp_path):
+@pytest.mark.parametrize("index, edit, message", [
+    (7, lambda line: line + ",1.00", "line 8: 16 fields, expected 15"),
+    (2, lambda line: "2009-01-01 00:30:00" + line[19:], "line 3: the date '2009-01-01 00:30:00'"),
+    (6, lambda line: "31.02.2009" + line[10:], "line 7: the date '31.02.2009 01:00:00'"),
+], ids=["field-count", "date-format", "impossible-date"])
+def test_bad_field_count_and_date(tmp_path, index, edit, message):
     p = tmp_path / "j.csv"
     write_csv(p, 10)
     lines = p.read_text().splitlines()
-    lines[7] = lines[7] + ",1.00"
+    lines[index] = edit(lines[index])
     p.write_text("\n".join(lines) + "\n")
-    with pytest.raises(jd.JenaFormatError, match="line 8: 16 fields, expected 15"):
-        jd.read_csv(p)
-    write_csv(p, 10)
-    lines = p.read_text().splitlines()
-    lines[2] = "2009-01-01 00:30:00" + lines[2][19:]
-    p.write_text("\n".join(lines) + "\n")
-    with pytest.raises(jd.JenaFormatError, match="line 3: the date '2009-01-01 00:30:00'"):
-        jd.read_csv(p)
-    write_csv(p, 10)
-    lines = p.read_text().splitlines()
-    lines[6] = "31.02.2009" + lines[6][10:]
-    p.write_text("\n".join(lines) + "\n")
-    with pytest.raises(jd.JenaFormatError, match="line 7: the date '31.02.2009 01:00:00'"):
+    with pytest.raises(jd.JenaFormatError, match=message):
         jd.read_csv(p)
 
 
