@@ -1,25 +1,31 @@
 # The two commands of the README:  make book  (build the website)  and  make test  (everything CI runs).
+# Contributors: make lint, make chapter NAME=sst2, make lab (see CONTRIBUTING.md).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(abspath $(VENV))/bin
 export PATH := $(abspath $(BIN)):$(PATH)
-# one thread policy for the whole book: OpenBLAS single-threaded (see rcutil/__init__.py)
+# one thread policy for the whole book: OpenBLAS single-threaded (see rcutil/threads.py)
 export OPENBLAS_NUM_THREADS := 1
 export PYTHONHASHSEED := 0
-# the test command runs two notebooks or test workers side by side: one torch thread each
-test unit nbval build-ci site: export RCUTIL_TORCH_THREADS := 1
+# chapters execute two at a time (and unit tests run on two workers): one torch thread each
+export RCUTIL_TORCH_THREADS ?= 1
 # data from the shared folder when it is there; otherwise rcutil's cache or download
 SHARED_DATA := $(abspath ../shared/data)
 ifneq ($(wildcard $(SHARED_DATA)/SHA256SUMS),)
 export RCUTIL_DATA_DIR ?= $(SHARED_DATA)
 endif
-# experiment results shared by the chapters and the report (see rcutil.experiments.cached)
+# experiment results shared by the chapters and the report (see rcutil/results.py)
 export RCUTIL_RESULTS_DIR ?= $(abspath _build/results)
-NBDIR    ?= _build/nbval
-CHAPTERS ?= $(wildcard book/*.md)
-BOOK_ROOT ?= .
 
-.PHONY: book test install unit nbval build-ci site browser-deps clean
+# PROFILE picks the sizes; every profile builds into its own folder _build/<profile>, with its
+# own executed notebooks, so that switching profile always executes the chapters again.
+PROFILE   ?= ci
+BOOK_ROOT ?= .
+OUT       ?= $(BOOK_ROOT)/_build/$(PROFILE)
+CHAPTERS  ?= $(wildcard $(BOOK_ROOT)/book/*.md)
+JB_CACHE   = $(OUT)/_build/.jupyter_cache
+
+.PHONY: book test install lint unit execute build site timings chapter lab browser-deps clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,31 +35,52 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 install: $(VENV)/.installed
 
-## make book: build the website with the `book` profile, then open _build/html/index.html
+## make book: the website with the `book` profile, in _build/book/_build/html (also linked as _build/html)
 book: install
-	rm -rf _build/html
-	RCUTIL_PROFILE=book $(BIN)/jupyter-book build -W -n --keep-going .
+	$(MAKE) --no-print-directory execute build timings PROFILE=book
+	ln -sfn book/_build/html _build/html
 	@echo "Open _build/html/index.html in a browser."
 
-## make test: unit tests, every chapter under nbval, the -W book build, the site in a browser (profile ci)
+## make test: lint, unit tests, every chapter executed once, the -W book build, the site in a browser (profile ci)
 test: install
-	$(MAKE) unit nbval build-ci site
+	$(MAKE) --no-print-directory lint unit
+	$(MAKE) --no-print-directory execute build site timings PROFILE=ci
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/nbqa ruff book/*.md
 
 unit:
 	RCUTIL_PROFILE=ci $(BIN)/python -m pytest -q -n 2 --ignore=tests/site tests
 
-nbval:
-	rm -rf $(NBDIR) && mkdir -p $(NBDIR)
-	for md in $(CHAPTERS); do \
-	  grep -q "format_name: myst" $$md || continue; \
-	  $(BIN)/jupytext --quiet --to ipynb --output $(NBDIR)/$$(basename $${md%.md}).ipynb $$md || exit 1; \
-	done
-	cd $(NBDIR) && RCUTIL_PROFILE=ci $(BIN)/python -m pytest -q -n 2 --dist loadfile -p no:cacheprovider \
-	  --nbval-lax --nbval-current-env --rootdir=. *.ipynb
+## every chapter executed once, two at a time; the outputs go to the build's cache (a cell that raises fails here)
+execute:
+	rm -rf $(JB_CACHE)
+	RCUTIL_PROFILE=$(PROFILE) $(BIN)/python scripts/execute_chapters.py --cache $(JB_CACHE) $(CHAPTERS)
 
-build-ci:
-	rm -rf $(BOOK_ROOT)/_build/html
-	RCUTIL_PROFILE=ci $(BIN)/jupyter-book build -W -n --keep-going $(BOOK_ROOT)
+## the website from the executed chapters: -W -n, a failing cell or a warning fails it
+build:
+	rm -rf $(OUT)/_build/html
+	RCUTIL_PROFILE=$(PROFILE) $(BIN)/jupyter-book build -W -n --keep-going --path-output $(OUT) $(BOOK_ROOT)
+
+timings:
+	@RCUTIL_PROFILE=$(PROFILE) $(BIN)/python scripts/timings.py --profile $(PROFILE) --chapters $(OUT)/_build/chapter_seconds.json
+
+## make chapter NAME=sst2: execute one chapter and build only its page (_build/<profile>/chapter)
+chapter: install
+	@test -n "$(NAME)" || { echo "usage: make chapter NAME=sst2 [PROFILE=ci]"; exit 2; }
+	@test -f book/$(NAME).md || { echo "no chapter book/$(NAME).md"; exit 2; }
+	RCUTIL_PROFILE=$(PROFILE) $(BIN)/jupyter-book build --path-output _build/$(PROFILE)/chapter \
+	  --config _config.yml book/$(NAME).md
+	@echo "Open _build/$(PROFILE)/chapter/_build/_page/$(NAME)/html/index.html in a browser."
+
+## make lab: JupyterLab, where book/*.md open as notebooks (jupytext)
+lab: install
+	$(BIN)/python -m pip install --quiet "jupyterlab>=4"
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' \
+	  > $(VENV)/share/jupyter/lab/settings/overrides.json
+	$(BIN)/jupyter lab book
 
 ## Debian's chromium and chromium-driver for the site test, installed when missing
 browser-deps:
@@ -64,7 +91,7 @@ browser-deps:
 
 ## the built site in headless Chromium
 site: browser-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/site
+	RCUTIL_SITE_DIR=$(abspath $(OUT)/_build/html) $(BIN)/python -m pytest -q -p no:cacheprovider tests/site
 
 clean:
 	rm -rf _build

@@ -21,9 +21,10 @@ import statistics
 import sys
 import time
 
-import rcutil  # noqa: F401  (sets the thread policy before numpy)
 import torch
 from torch.nn import functional as F
+
+import rcutil  # noqa: F401  (sets the thread policy before numpy)
 
 
 def step_flops(d: int, layers: int, d_ff: int, batch: int, T: int) -> float:
@@ -150,7 +151,8 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
           f"{torch.get_num_threads()} thread(s); float32 matmul peak (1024^3): {peak:.1f} GFLOP/s")
     print("The machine may be shared: absolute times vary; the alternating rounds keep the ratio fair.")
-    header = f"{'configuration':<28}{'rcutil ms':>11}{'HF ms':>9}{'ratio':>8}{'rcutil GF/s':>13}{'HF GF/s':>9}{'% peak':>8}"
+    header = (f"{'configuration':<28}{'rcutil ms':>11}{'HF ms':>9}{'ratio':>8}"
+              f"{'rcutil GF/s':>13}{'HF GF/s':>9}{'% peak':>8}")
     print(header)
     ok = True
     for cfg in configs:

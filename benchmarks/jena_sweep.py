@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import time
 
-import rcutil  # noqa: F401  (thread policy before numpy)
 import torch
 
+import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil.experiments import jena
 from rcutil.profiles import PROFILES, settings_for
 

@@ -15,8 +15,8 @@ from .threads import apply_environment as _apply_thread_policy  # noqa: E402
 
 _apply_thread_policy()
 
-from .profiles import PROFILES, active_profile, settings_for  # noqa: E402
 from .model import Transformer, attention, block, ffn, squared_loss  # noqa: E402
+from .profiles import PROFILES, active_profile, settings_for  # noqa: E402
 from .train import History, TrainingDiverged, gradient_descent  # noqa: E402
 
 __all__ = ["PROFILES", "active_profile", "settings_for", "Transformer", "attention", "block",

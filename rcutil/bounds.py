@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .linalg import sigma_max
+from .model import BLOCK_NAMES, attention, attention_scores, attention_weights, block, block_shapes, ffn
 
 # --------------------------------------------------------------------------- softmax
 #: ``||diag(p) - p p^T||_2 <= 1/2`` for every probability vector p (eq. ``lip-softmax-jac``);
@@ -236,7 +237,8 @@ def jet_add(A: Jet, B: Jet) -> Jet:
 
 
 def jet_softmax(S: Jet) -> Jet:
-    """Row softmax of an ``n x m`` score matrix: ``||P||_2 <= sqrt(n)``, ``||P'||_F <= ||S'||_F / 2``, ``||P''||_F <= ||S''||_F / 2 + ||S'||_F^2``.
+    """Row softmax of an ``n x m`` score matrix: ``||P||_2 <= sqrt(n)``, ``||P'||_F <= ||S'||_F / 2``
+    and ``||P''||_F <= ||S''||_F / 2 + ||S'||_F^2``.
 
     Row by row ``p'' = J s'' + D^2 softmax[s', s']``; ``sqrt(sum_i ||s_i'||^4) <= ||S'||_F^2``.
     """
@@ -271,18 +273,16 @@ BLOCK_STEPS = ("XQ", "XK", "S", "P", "V", "attn", "Z", "ZW1", "U", "FFN", "H")
 
 def block_norms0(X: torch.Tensor, W: dict[str, torch.Tensor], *, beta: float, tau: float):
     """Spectral norms at ``theta_0`` of every step of one block (for :func:`jet_tighten`),
-    and the block's output. ``X`` is one sample ``(n, d)``; ``W`` maps ``W_Q ... W_2`` to weights."""
-    m = {}
-    m["XQ"], m["XK"] = X @ W["W_Q"], X @ W["W_K"]
-    m["S"] = m["XQ"] @ m["XK"].T / tau
-    m["P"] = torch.softmax(m["S"], dim=-1)
-    m["V"] = X @ W["W_V"]
-    m["attn"] = m["P"] @ m["V"]
-    m["Z"] = m["attn"] + beta * X
+    and the block's output, computed by the functions of :mod:`rcutil.model`. ``X`` is one
+    sample ``(n, d)``; ``W`` maps ``W_Q ... W_2`` to weights."""
+    m = {"XQ": X @ W["W_Q"], "XK": X @ W["W_K"], "V": X @ W["W_V"],
+         "S": attention_scores(X, W["W_Q"], W["W_K"], tau),
+         "P": attention_weights(X, W["W_Q"], W["W_K"], tau),
+         "attn": attention(X, W["W_Q"], W["W_K"], W["W_V"], tau)}
+    m["H"], m["Z"] = block(X, **W, beta=beta, tau=tau, activation=torch.tanh)
     m["ZW1"] = m["Z"] @ W["W_1"]
     m["U"] = torch.tanh(m["ZW1"])
-    m["FFN"] = m["U"] @ W["W_2"]
-    m["H"] = m["FFN"] + beta * m["Z"]
+    m["FFN"] = ffn(m["Z"], W["W_1"], W["W_2"], torch.tanh)
     norms = {k: float(sigma_max(m[k])) for k in BLOCK_STEPS}
     return norms, m["H"]
 
@@ -296,9 +296,8 @@ def jet_block(X: Jet, radii: dict[str, float], offset: int, n_params: int, *, d:
     ``offset .. offset + 4`` in that order. With ``norms0`` (from :func:`block_norms0`) every
     intermediate's value bound is tightened by :func:`jet_tighten` on the ball of radius ``r``.
     """
-    names = ("W_Q", "W_K", "W_V", "W_1", "W_2")
-    shapes = {"W_Q": (d, d_qk), "W_K": (d, d_qk), "W_V": (d, d), "W_1": (d, d_F), "W_2": (d_F, d)}
-    W = {k: jet_weight(radii[k], offset + i, shapes[k], n_params) for i, k in enumerate(names)}
+    shapes = block_shapes(d, d_qk, d_F)
+    W = {k: jet_weight(radii[k], offset + i, shapes[k], n_params) for i, k in enumerate(BLOCK_NAMES)}
 
     def t(key, jet):
         return jet if norms0 is None else jet_tighten(jet, norms0[key], r)
@@ -314,75 +313,3 @@ def jet_block(X: Jet, radii: dict[str, float], offset: int, n_params: int, *, d:
     U = t("U", jet_tanh(ZW1))
     FFN = t("FFN", jet_matmul(U, W["W_2"]))
     return t("H", jet_add(FFN, jet_scale(Z, beta)))
-
-
-# --------------------------------------------------------------------------- numerical checks
-#: Sizes of the chapter's random checks, per profile (see :mod:`rcutil.profiles`).
-CHECK_SETTINGS = {
-    "ci": dict(n_instances=200, seed=0),
-    "book": dict(n_instances=1000, seed=0),
-    "paper": dict(n_instances=5000, seed=0),
-}
-
-
-def lipschitz_ratio_check(n_instances: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Finite-difference Lipschitz ratios divided by their bound, for every constant of
-    eqs. ``lip-attn``, ``lip-ffn`` and ``lip-out``, on random instances.
-
-    Each instance draws sizes, inputs, weights and two points ``W, W'`` of the argument; the
-    ratio ``||f(W) - f(W')||_F / (||W - W'||_F L)`` must never exceed 1. Pairs ``W' = W +
-    h D`` with a tiny ``h`` probe the local slope, far pairs the global one.
-    """
-    from .model import attention, ffn
-
-    if n_instances <= 0:
-        raise ValueError(f"n_instances must be positive, got {n_instances!r}")
-    g = torch.Generator().manual_seed(int(seed))
-    out = {k: [] for k in ("W_Q", "W_K", "W_V", "W_1", "W_2", "Z", "W_U", "H")}
-
-    def rn(*shape):
-        return torch.randn(*shape, generator=g, dtype=torch.float64)
-
-    def spec(M):
-        return float(sigma_max(M))
-
-    for i in range(n_instances):
-        n, d, d_qk, d_F = (int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in
-                           ((2, 6), (2, 8), (1, 4), (1, 8)))
-        scale = float(10 ** (2 * torch.rand(1, generator=g) - 1))  # 0.1 .. 10
-        tau = float(10 ** (torch.rand(1, generator=g) - 0.5))
-        X = rn(n, d) * scale / math.sqrt(d)
-        W = dict(W_Q=rn(d, d_qk), W_K=rn(d, d_qk), W_V=rn(d, d) / math.sqrt(d),
-                 W_1=rn(d, d_F) / math.sqrt(d), W_2=rn(d_F, d) / math.sqrt(d_F), W_U=rn(d, 2))
-        h = 1e-6 if i % 2 == 0 else 1.0
-
-        def other(M):
-            return M + h * rn(*M.shape)
-
-        def attn(**kw):
-            w = dict(W, **kw)
-            return attention(X, w["W_Q"], w["W_K"], w["W_V"], tau)
-
-        def ratio(f0, f1, a0, a1, L):
-            return float((f1 - f0).norm() / ((a1 - a0).norm() * L))
-
-        Q1, K1, V1 = other(W["W_Q"]), other(W["W_K"]), other(W["W_V"])
-        out["W_Q"].append(ratio(attn(), attn(W_Q=Q1), W["W_Q"], Q1,
-                                attention_lipschitz_WQ(spec(X), spec(W["W_K"]), spec(W["W_V"]), tau)))
-        out["W_K"].append(ratio(attn(), attn(W_K=K1), W["W_K"], K1,
-                                attention_lipschitz_WK(spec(X), spec(W["W_Q"]), spec(W["W_V"]), tau)))
-        out["W_V"].append(ratio(attn(), attn(W_V=V1), W["W_V"], V1,
-                                attention_lipschitz_WV(n, float(X.norm(dim=1).max()))))
-        Z = X
-        A1, B1, Z1 = other(W["W_1"]), other(W["W_2"]), other(Z)
-        f = ffn(Z, W["W_1"], W["W_2"])
-        out["W_1"].append(ratio(f, ffn(Z, A1, W["W_2"]), W["W_1"], A1,
-                                ffn_lipschitz_W1(spec(Z), spec(W["W_2"]))))
-        out["W_2"].append(ratio(f, ffn(Z, W["W_1"], B1), W["W_2"], B1,
-                                ffn_lipschitz_W2(float(Z.norm()), spec(W["W_1"]), n * d_F)))
-        out["Z"].append(ratio(f, ffn(Z1, W["W_1"], W["W_2"]), Z, Z1,
-                              ffn_lipschitz_Z(spec(W["W_1"]), spec(W["W_2"]))))
-        U1, H1 = other(W["W_U"]), other(X)
-        out["W_U"].append(ratio(X @ W["W_U"], X @ U1, W["W_U"], U1, output_lipschitz_WU(spec(X))))
-        out["H"].append(ratio(X @ W["W_U"], H1 @ W["W_U"], X, H1, output_lipschitz_H(spec(W["W_U"]))))
-    return {k: np.array(v) for k, v in out.items()}

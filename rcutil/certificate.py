@@ -23,10 +23,8 @@ import numpy as np
 import torch
 
 from . import bounds
-from .linalg import sigma_max, singular_values
-from .model import check_input, stacked_rows
-
-BLOCK_NAMES = ("W_Q", "W_K", "W_V", "W_1", "W_2")
+from .linalg import sigma_max, singular_values, stacked_rows
+from .model import BLOCK_NAMES, check_input, squared_loss
 
 
 @dataclass
@@ -119,7 +117,7 @@ def certificate(model, X: torch.Tensor, Y: torch.Tensor, r: float, mu: float | N
     with torch.no_grad():
         out = model(X, return_all=True)
         H0 = stacked_rows(out.features)
-        phi0 = float(0.5 * ((out.output - Y) ** 2).sum())
+        phi0 = float(squared_loss(out.output, Y))
     if H0.shape[0] > H0.shape[1]:
         raise ValueError(
             f"the PL bound needs width d >= N n so that H_0 can have full row rank: "
@@ -162,25 +160,6 @@ def best_certificate(model, X: torch.Tensor, Y: torch.Tensor, *, n_radii: int = 
     return best if best is not None else fallback[1]
 
 
-def largest_certified_scale(model, X: torch.Tensor, Y_direction: torch.Tensor, *, n_radii: int = 60,
-                            iters: int = 30) -> float:
-    """Bisection on ``c``: the largest target scale such that targets ``c Y_direction / ||Y_direction||``
-    still give a certificate that holds (for a model with ``W_U^0 = 0``, ``Phi_0 = c^2 / 2``)."""
-    unit = Y_direction / torch.linalg.vector_norm(Y_direction)
-    lo, hi = 0.0, 1.0
-    while best_certificate(model, X, hi * unit, n_radii=n_radii).holds:
-        lo, hi = hi, hi * 10
-    for _ in range(iters):
-        mid = math.sqrt(lo * hi) if lo > 0 else hi / 10
-        if best_certificate(model, X, mid * unit, n_radii=n_radii).holds:
-            lo = mid
-        else:
-            hi = mid
-        if lo > 0 and hi / lo < 1.05:
-            break
-    return lo
-
-
 def composed_ratio_check(model, X: torch.Tensor, Y: torch.Tensor, r: float, n_points: int,
                          seed: int = 0) -> dict[str, np.ndarray]:
     """At random points of ``B_r`` and random unit directions: ``||H'|| / G_H``,
@@ -199,8 +178,7 @@ def composed_ratio_check(model, X: torch.Tensor, Y: torch.Tensor, r: float, n_po
         return torch.func.functional_call(model, params, (X,), {"return_all": True}).features
 
     def Phi_of(params):
-        F = torch.func.functional_call(model, params, (X,))
-        return 0.5 * ((F - Y) ** 2).sum()
+        return squared_loss(torch.func.functional_call(model, params, (X,)), Y)
 
     def derivs(f, x, v):
         def first(y):

@@ -25,9 +25,10 @@ the transpose of ``nn.Linear``) onto this model, keeping the first ``n_layer`` b
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import nn

@@ -1,14 +1,16 @@
 """Spectral quantities the book measures: singular values, condition number, ranks.
 
-The theory works with the stacked ``(N n) x d`` matrix of a batch (see
-:func:`rcutil.model.stacked_rows`); these helpers accept a single matrix or a batch and say
-which they use.
+The theory works with the stacked ``(N n) x d`` matrix of a batch (:func:`stacked_rows`);
+these helpers accept a single matrix or a batch and say which they use.
 """
 from __future__ import annotations
 
 import torch
 
-from .model import stacked_rows
+
+def stacked_rows(M: torch.Tensor) -> torch.Tensor:
+    """Stack a batch ``(N, n, k)`` into the ``(N n) x k`` matrix the theory works with."""
+    return M.reshape(-1, M.shape[-1])
 
 
 def singular_values(M: torch.Tensor, *, stacked: bool = True) -> torch.Tensor:

@@ -19,7 +19,8 @@ either form.
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -35,6 +36,19 @@ BLOCK_SHAPES = {
     "W_1": lambda d, d_qk, d_F: (d, d_F),
     "W_2": lambda d, d_qk, d_F: (d_F, d),
 }
+#: The names of one block's weights, in the paper's order.
+BLOCK_NAMES = tuple(BLOCK_SHAPES)
+
+
+def block_shapes(d: int, d_qk: int, d_F: int) -> dict[str, tuple[int, int]]:
+    """Name -> shape of one block's weights for the sizes ``(d, d_QK, d_F)``."""
+    return {name: shape(d, d_qk, d_F) for name, shape in BLOCK_SHAPES.items()}
+
+
+def beta_key(beta: float) -> str:
+    """How a residual strength names an entry of a result file: ``"%g" % beta`` (``"0"``,
+    ``"0.5"``, ``"1"``), the one format every experiment uses."""
+    return f"{float(beta):g}"
 
 
 # --------------------------------------------------------------------------- checks
@@ -119,10 +133,8 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, d: int, d_qk: int, d_F: int, *, dtype=torch.float64, device="cpu"):
         super().__init__()
-        for name, shape in BLOCK_SHAPES.items():
-            self.register_parameter(
-                name, nn.Parameter(torch.zeros(shape(d, d_qk, d_F), dtype=dtype, device=device))
-            )
+        for name, shape in block_shapes(d, d_qk, d_F).items():
+            self.register_parameter(name, nn.Parameter(torch.zeros(shape, dtype=dtype, device=device)))
 
     def forward(self, X, *, beta, tau, activation):
         return block(X, self.W_Q, self.W_K, self.W_V, self.W_1, self.W_2,
@@ -248,8 +260,3 @@ class Transformer(nn.Module):
     def extra_repr(self) -> str:
         return (f"d={self.d}, d_qk={self.d_qk}, d_F={self.d_F}, d_out={self.d_out}, "
                 f"n_layers={self.n_layers}, tau={self.tau:g}, beta={self.beta:g}")
-
-
-def stacked_rows(M: torch.Tensor) -> torch.Tensor:
-    """Stack a batch ``(N, n, k)`` into the ``(N n) x k`` matrix the theory works with."""
-    return M.reshape(-1, M.shape[-1])

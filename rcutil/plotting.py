@@ -6,8 +6,8 @@ deficiencies; line plots are rendered as SVG in the pages.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib as mpl
 import numpy as np

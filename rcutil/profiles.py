@@ -18,7 +18,8 @@ its row with :func:`settings_for`.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 PROFILES = ("ci", "book", "paper")
 ENV_VAR = "RCUTIL_PROFILE"

@@ -15,13 +15,12 @@ Equation labels refer to the chapter ``singular-values`` (prefix ``sv-``) and
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
 from .linalg import effective_rank, singular_values
 from .model import attention, attention_weights
-from .threads import torch_threads
 
 #: Score scalings of the rank-collapse sweep: name -> temperature ``tau`` as a function of
 #: ``d_QK`` (the scores are divided by ``tau``), eq. ``rc-variance``.
@@ -31,20 +30,6 @@ SCALINGS = {
     "tau=1": lambda d_qk: 1.0,
 }
 
-#: Sizes of the singular-value chapter, one row per profile (see :mod:`rcutil.profiles`).
-#: ``instances``: random (X, weights) draws per check; ``betas``: points of the beta sweep.
-SETTINGS = {
-    "ci": {"N": 4, "n": 16, "d": 8, "d_qk": 8, "instances": 2000, "sweep_instances": 200,
-           "betas": 41, "collapsed_d_qk": 4096, "seed": 0},
-    "book": {"N": 4, "n": 16, "d": 8, "d_qk": 8, "instances": 20000, "sweep_instances": 1000,
-             "betas": 81, "collapsed_d_qk": 4096, "seed": 0},
-    "paper": {"N": 4, "n": 16, "d": 8, "d_qk": 8, "instances": 50000, "sweep_instances": 5000,
-              "betas": 101, "collapsed_d_qk": 4096, "seed": 0},
-}
-JSON_NAME = "singular_values"
-
-
-# --------------------------------------------------------------------------- threads
 # --------------------------------------------------------------------------- checks
 def _check_int(name: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -181,11 +166,13 @@ def weyl_bounds(A: torch.Tensor, X: torch.Tensor, beta: float) -> dict[str, torc
     * ``min_upper = min(beta sigma_min(X) + ||A||, sigma_min(A) + beta ||X||)``
     * ``max_lower = | beta ||X|| - ||A|| |`` and ``max_upper = ||A|| + beta ||X||``.
 
-    ``beta`` must be non-negative. Shapes ``(...)`` as in :func:`spectrum`.
+    ``beta`` must be non-negative: a number, or a tensor that broadcasts against the shape
+    ``(...)`` of :func:`spectrum` (e.g. ``betas.view(-1, 1)`` for every beta at once, giving
+    shape ``(len(betas), ...)``).
     """
-    beta = float(beta)
-    if not math.isfinite(beta) or beta < 0:
-        raise ValueError(f"beta must be a finite non-negative number, got {beta!r}")
+    beta = torch.as_tensor(beta, dtype=torch.float64)
+    if not torch.isfinite(beta).all() or (beta < 0).any():
+        raise ValueError(f"beta must be finite and non-negative, got {beta.tolist()!r}")
     a, x = spectrum(A), spectrum(X)
     zero = torch.zeros_like(a["sigma_min"])
     return {
@@ -231,65 +218,3 @@ def collapse_upper_bound(X, W_Q, W_K, W_V, tau) -> torch.Tensor:
 def identity_value_lower_bound(X, W_Q, W_K, tau, beta: float) -> torch.Tensor:
     """Eq. ``sv-identity``: with ``W_V = I``, ``sigma_min(Z) >= (beta - max_p ||P_p - U||_2) sigma_min(X)``."""
     return (float(beta) - uniform_deviation(X, W_Q, W_K, tau)) * spectrum(X)["sigma_min"]
-
-
-# --------------------------------------------------------------------------- beta sweep
-def beta_sweep(profile: str | None = None) -> dict:
-    """sigma_min(Z), kappa(Z) and Weyl's lower bound against beta (figure ``fig-sv-beta``).
-
-    Two regimes over ``sweep_instances`` random draws: ``tau = sqrt(d_QK)`` at ``d_QK`` of the
-    settings, and the collapsed ``tau = d_QK`` at ``collapsed_d_qk``. Arrays have shape
-    ``(betas, instances)``.
-    """
-    from .profiles import settings_for
-
-    cfg = settings_for(SETTINGS, profile)
-    with torch_threads(1):  # many small operations (see rcutil.threads)
-        return _beta_sweep(cfg)
-
-
-def _beta_sweep(cfg: dict) -> dict:
-    betas = torch.linspace(0.0, 1.0, cfg["betas"], dtype=torch.float64)
-    X = random_inputs(cfg["sweep_instances"], cfg["N"], cfg["n"], cfg["d"], seed=cfg["seed"])
-    out = {"settings": cfg, "betas": betas.tolist(), "regimes": {}}
-    for name, d_qk, scaling in (("tau=sqrt(d_qk)", cfg["d_qk"], "tau=sqrt(d_qk)"),
-                                ("tau=d_qk, collapsed", cfg["collapsed_d_qk"], "tau=d_qk")):
-        W_Q, W_K, W_V = random_attention_weights(cfg["sweep_instances"], cfg["d"], d_qk,
-                                                 seed=cfg["seed"] + 1)
-        A = attention_from_product(X, W_Q, W_K, W_V, temperature(scaling, d_qk))
-        spec = residual_spectra(A, X, betas.tolist())
-        a, x = spectrum(A), spectrum(X)
-        b = betas.view(-1, 1)  # eq. sv-weyl-min, all betas at once (as in weyl_bounds)
-        lower = torch.maximum(torch.maximum(b * x["sigma_min"] - a["sigma_max"],
-                                            a["sigma_min"] - b * x["sigma_max"]),
-                              torch.zeros(()))
-        out["regimes"][name] = {"d_qk": d_qk, "sigma_min": spec["sigma_min"],
-                                "kappa": spec["kappa"], "weyl_lower": lower}
-    return out
-
-
-def plot_beta_sweep(result: dict, axes=None):
-    """Bands over instances of sigma_min(Z) and kappa(Z) against beta (figure ``fig-sv-beta``)."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from . import plotting
-
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.8))
-    else:
-        fig = axes[0].figure
-    betas = np.asarray(result["betas"])
-    for color, (name, reg) in zip(plotting.colors(2), result["regimes"].items()):
-        tau = r"$\tau = d_{QK}$" if name.startswith("tau=d_qk") else r"$\tau = \sqrt{d_{QK}}$"
-        label = f"{tau}, $d_{{QK}} = {reg['d_qk']}$"
-        plotting.band(axes[0], betas, np.asarray(reg["sigma_min"]).T, color=color, label=label, log=True)
-        lower = np.median(np.asarray(reg["weyl_lower"]), axis=1)
-        axes[0].plot(betas, np.where(lower > 0, lower, np.nan), color=color, ls="--", lw=1.2)
-        plotting.band(axes[1], betas, np.asarray(reg["kappa"]).T, color=color, label=label, log=True)
-    axes[0].plot([], [], color="k", ls="--", lw=1.2, label="Weyl lower bound (median)")
-    axes[0].set(yscale="log", xlabel=r"residual strength $\beta$", ylabel=r"$\sigma_{\min}(Z)$")
-    axes[1].set(yscale="log", xlabel=r"residual strength $\beta$", ylabel=r"$\kappa(Z)$")
-    axes[0].legend(loc="lower right")
-    fig.tight_layout()
-    return fig

@@ -11,10 +11,10 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -24,6 +24,7 @@ from .data import DataError, find
 EOS_ID = 50256
 HEADER = ("sentence", "label")
 SPLITS = {"train": "sst2/train.tsv", "dev": "sst2/dev.tsv"}
+TOKENIZER_FILES = ("gpt2_tokenizer/vocab.json", "gpt2_tokenizer/merges.txt")
 
 
 @lru_cache(maxsize=4)
@@ -42,8 +43,8 @@ def gpt2_tokenizer(vocab: str | Path | None = None, merges: str | Path | None = 
     Without arguments the files come from :func:`rcutil.data.find`; no special tokens are
     added when encoding, exactly like OpenAI's GPT-2 encoder.
     """
-    vocab = Path(vocab) if vocab is not None else find("gpt2_tokenizer/vocab.json")
-    merges = Path(merges) if merges is not None else find("gpt2_tokenizer/merges.txt")
+    vocab = Path(vocab) if vocab is not None else find(TOKENIZER_FILES[0])
+    merges = Path(merges) if merges is not None else find(TOKENIZER_FILES[1])
     return _tokenizer_from_files(str(vocab), str(merges))
 
 

@@ -62,7 +62,7 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
     ``||grad Phi(theta_t)||``. If the loss or the gradient stops being finite it raises
     :class:`TrainingDiverged`, naming the step and suggesting a smaller ``mu``.
     """
-    from .model import check_input  # local: keeps the import graph flat
+    from .model import check_input, squared_loss  # local: keeps the import graph flat
 
     mu = float(mu)
     if not math.isfinite(mu) or mu <= 0:
@@ -75,7 +75,7 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
     hist = History(step_size=mu)
     for t in tqdm(range(steps + 1), desc=desc, disable=not progress, leave=False):
         out = model(X, return_all=True)
-        loss = 0.5 * ((out.output - Y) ** 2).sum()
+        loss = squared_loss(out.output, Y)
         grads = torch.autograd.grad(loss, params)
         gnorm = torch.sqrt(sum((g.detach() ** 2).sum() for g in grads))
         if not (torch.isfinite(loss) and torch.isfinite(gnorm)):

@@ -1,13 +1,13 @@
 """Property tests of rcutil.bounds: every rule on its own, near its worst case, then composed."""
 import math
 
-import rcutil  # noqa: F401  (thread policy before numpy)
 import numpy as np
 import pytest
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import bounds
 from rcutil.model import attention, ffn
 
@@ -42,6 +42,11 @@ def test_softmax_jacobian_formula_and_bound(s):
 def test_softmax_jacobian_bound_is_attained():
     J = bounds.softmax_jacobian(torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64))
     assert math.isclose(torch.linalg.matrix_norm(J, ord=2).item(), bounds.SOFTMAX_JACOBIAN_BOUND, rel_tol=1e-12)
+    # and nearly attained by the map itself: small opposite scores with n = 2
+    s = torch.tensor([0.3, -0.3], dtype=torch.float64)
+    change = torch.linalg.vector_norm(torch.softmax(s, 0) - 0.5)
+    gap = change / (bounds.SOFTMAX_JACOBIAN_BOUND * torch.linalg.vector_norm(s))
+    assert 0.9 < gap.item() <= 1.0
 
 
 # ----------------------------------------------------------------------- softmax second derivative
@@ -76,7 +81,8 @@ def test_tanh_bounds_are_attained():
     d1, d2 = _path_derivatives(torch.tanh, torch.tensor(math.atanh(3**-0.5), dtype=torch.float64),
                                torch.tensor(1.0, dtype=torch.float64))
     assert math.isclose(abs(d2.item()), bounds.TANH_SECOND_BOUND, rel_tol=1e-12)
-    d1, _ = _path_derivatives(torch.tanh, torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
+    zero, one = torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64)
+    d1, _ = _path_derivatives(torch.tanh, zero, one)
     assert math.isclose(d1.item(), bounds.TANH_FIRST_BOUND, rel_tol=1e-15)
 
 

@@ -1,4 +1,5 @@
-"""A cell that raises, put into a chapter, makes the test command fail (both of its book stages)."""
+"""The book's execution stages: a cell that raises fails them; a chapter executes once per
+build; and every profile builds from its own execution."""
 import shutil
 import subprocess
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BAD_CHAPTER = """---
+FRONT = """---
 jupytext:
   text_representation:
     extension: .md
@@ -16,7 +17,8 @@ kernelspec:
   language: python
   name: python3
 ---
-
+"""
+BAD_CHAPTER = FRONT + """
 # A chapter with a failing check
 
 ```{code-cell} ipython3
@@ -27,16 +29,31 @@ x = 1
 assert x == 2, "this check fails on purpose"
 ```
 """
+PROFILE_CHAPTER = FRONT + """
+# A chapter that says its profile
+
+```{code-cell} ipython3
+import os
+from myst_nb import glue
+glue("profile", os.environ["RCUTIL_PROFILE"], display=False)
+```
+
+Built with the {glue:text}`profile` profile.
+"""
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")]
 
 
-@pytest.fixture
-def bad_book(tmp_path):
+def small_book(tmp_path, chapter: str):
     book = tmp_path / "book"
     (book / "book").mkdir(parents=True)
     shutil.copy(ROOT / "_config.yml", book / "_config.yml")
     shutil.copy(ROOT / "book" / "references.bib", book / "book" / "references.bib")
-    (book / "book" / "bad.md").write_text(BAD_CHAPTER)
-    (book / "_toc.yml").write_text("format: jb-book\nroot: book/bad\n")
+    shutil.copytree(ROOT / "book" / "_ext", book / "book" / "_ext")
+    shutil.copytree(ROOT / "book" / "_static", book / "book" / "_static")
+    (book / "book" / "page.md").write_text(chapter)
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
     return book
 
 
@@ -45,15 +62,26 @@ def make(*args):
                           timeout=600)
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_raising_cell_fails_nbval_stage(bad_book, tmp_path):
-    proc = make("nbval", f"CHAPTERS={bad_book / 'book' / 'bad.md'}", f"NBDIR={tmp_path / 'nb'}")
+def test_raising_cell_fails_the_execute_stage(tmp_path):
+    book = small_book(tmp_path, BAD_CHAPTER)
+    proc = make("execute", f"BOOK_ROOT={book}")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "this check fails on purpose" in proc.stderr and "FAILED" in proc.stderr
+
+
+def test_raising_cell_fails_the_book_build_stage(tmp_path):
+    book = small_book(tmp_path, BAD_CHAPTER)
+    proc = make("build", f"BOOK_ROOT={book}")
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "this check fails on purpose" in proc.stdout + proc.stderr
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_raising_cell_fails_book_build_stage(bad_book):
-    proc = make("build-ci", f"BOOK_ROOT={bad_book}")
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert "this check fails on purpose" in proc.stdout + proc.stderr
+def test_each_chapter_executes_once_and_each_profile_builds_from_its_own_run(tmp_path):
+    book = small_book(tmp_path, PROFILE_CHAPTER)
+    for profile in ("ci", "book", "ci"):
+        proc = make("execute", "build", f"BOOK_ROOT={book}", f"PROFILE={profile}")
+        log = proc.stdout + proc.stderr
+        assert proc.returncode == 0, log
+        assert "executed" in log and "Executing notebook" not in log, log   # the build reuses the run
+        html = (book / "_build" / profile / "_build" / "html" / "book" / "page.html").read_text()
+        assert f"with the {profile} profile" in html.replace("<span class=\"pasted-text\">", "").replace("</span>", "")

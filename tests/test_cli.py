@@ -33,20 +33,3 @@ def test_cli_profile_flag_and_errors(tmp_path):
     assert proc.returncode != 0 and "invalid choice" in proc.stderr
     with pytest.raises(ValueError, match="unknown experiment"):
         experiments.load("nonsense")
-
-
-def test_cached_results_are_reused_and_keyed_by_settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path))
-    calls = []
-    module = experiments.load("model")
-    real_run = module.run
-    monkeypatch.setattr(module, "run", lambda *a, **k: calls.append(a) or real_run(*a, **k))
-    first = experiments.cached("model", "ci", progress=False)
-    again = experiments.cached("model", "ci", progress=False)
-    assert first == again and len(calls) == 1
-    assert len(list(tmp_path.glob("model-ci-*.json"))) == 1
-    experiments.cached("model", "ci", progress=False, refresh=True)
-    assert len(calls) == 2
-    monkeypatch.setenv("RCUTIL_RESULTS_CACHE", "0")
-    experiments.cached("model", "ci", progress=False)
-    assert len(calls) == 3

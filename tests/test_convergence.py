@@ -1,11 +1,11 @@
 """The certificate of Theorem 1 on the book's instance, and the JSON of the convergence experiment."""
 import math
 
-import rcutil  # noqa: F401  (thread policy before numpy)
 import numpy as np
 import pytest
 import torch
 
+import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import settings_for
 from rcutil.certificate import best_certificate, certificate
 from rcutil.experiments import convergence

@@ -82,7 +82,7 @@ def test_sharpness_matches_dense_hessian():
         shapes = [p.shape for _, p in model.named_parameters()]
         flat0 = torch.cat([p.detach().reshape(-1) for _, p in model.named_parameters()])
 
-        def loss(flat):
+        def loss(flat, model=model, names=names, shapes=shapes, beta=beta):
             parts, k = {}, 0
             for n, sh in zip(names, shapes):
                 parts[n] = flat[k:k + sh.numel()].reshape(sh)

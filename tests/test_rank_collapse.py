@@ -17,7 +17,7 @@ def result():
 def test_result_has_the_required_keys(result, tmp_path):
     assert result["collapse_scaling"] in result["scalings"]
     assert set(result["scalings"]) == {"tau=d_qk", "tau=sqrt(d_qk)", "tau=1"}
-    for name, rows in result["scalings"].items():
+    for rows in result["scalings"].values():
         assert [r["d_qk"] for r in rows] == result["d_qk"]
         for r in rows:
             assert {"d_qk", "sigma_min_attn", "sigma_min_residual", "effective_rank_attn"} <= set(r)

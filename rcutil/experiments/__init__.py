@@ -1,91 +1,78 @@
-"""The book's experiments, one module each, runnable from a chapter or from the CLI.
+"""The book's experiments, one module per chapter, runnable from the chapter or from the CLI.
 
-Each module defines ``SETTINGS`` (one row per profile, see :mod:`rcutil.profiles`),
-``JSON_NAME`` (the file the CLI writes), ``run(profile=None, *, device="cpu",
-progress=True) -> dict`` and optionally ``plot(result, out_dir) -> list[Path]``.
+An experiment module ``rcutil/experiments/<module>.py`` defines
+
+* ``NAME`` (the CLI name), ``CHAPTER`` (the label of its chapter), ``TITLE`` (the chapter's
+  title in plain text, for links) and ``ORDER`` (its place in the book);
+* ``SETTINGS``: one row per profile (see :mod:`rcutil.profiles`), and ``JSON_NAME``, the file
+  the CLI writes;
+* ``run(profile=None, *, device="cpu", progress=True) -> dict``: the computation, whose result
+  serialises to JSON (see :mod:`rcutil.results`);
+* ``claims(result) -> list[Claim]``: the paper's claims its chapter tests (see
+  :mod:`rcutil.claims`);
+* optionally ``plot(result, out_dir) -> list[Path]`` and ``data_files(settings) -> list[str]``
+  (the data files ``run`` reads, by their :mod:`rcutil.data` names).
+
+The registry is discovered from the package, so adding an experiment needs no list to edit.
 """
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from dataclasses import dataclass
+from functools import lru_cache
 from types import ModuleType
 
-#: CLI name -> module, in the order of the book.
-EXPERIMENTS = {
-    "model": "rcutil.experiments.model",
-    "lipschitz": "rcutil.experiments.lipschitz",
-    "singular-values": "rcutil.experiments.singular_values",
-    "convergence": "rcutil.experiments.convergence",
-    "rank-collapse": "rcutil.experiments.rank_collapse",
-    "jena": "rcutil.experiments.jena",
-    "sst2": "rcutil.experiments.sst2",
-}
+
+@dataclass(frozen=True)
+class Experiment:
+    """One entry of the registry."""
+
+    name: str       #: CLI name, e.g. ``"rank-collapse"``
+    module: str     #: dotted module path
+    chapter: str    #: label of the chapter, e.g. ``"rank-collapse"``
+    title: str      #: plain-text chapter title
+    order: int      #: place in the book
+
+
+@lru_cache(maxsize=1)
+def registry() -> tuple[Experiment, ...]:
+    """Every experiment of the book, in the order of the book."""
+    found = []
+    for info in pkgutil.iter_modules(__path__, prefix=__name__ + "."):
+        module = importlib.import_module(info.name)
+        missing = [k for k in ("NAME", "CHAPTER", "TITLE", "ORDER", "SETTINGS", "JSON_NAME", "run",
+                               "claims") if not hasattr(module, k)]
+        if missing:
+            raise TypeError(f"{info.name} is in rcutil/experiments but lacks {', '.join(missing)}: "
+                            f"see the docstring of rcutil.experiments")
+        found.append(Experiment(module.NAME, info.name, module.CHAPTER, module.TITLE, module.ORDER))
+    names = [e.name for e in found]
+    if len(set(names)) != len(names):
+        raise TypeError(f"two experiment modules share a NAME: {sorted(names)}")
+    return tuple(sorted(found, key=lambda e: (e.order, e.name)))
 
 
 def available() -> list[str]:
-    """Names of the experiments whose module exists."""
-    names = []
-    for name, module in EXPERIMENTS.items():
-        if importlib.util.find_spec(module) is not None:
-            names.append(name)
-    return names
+    """CLI names of every experiment, in the order of the book."""
+    return [e.name for e in registry()]
+
+
+def entry(name: str) -> Experiment:
+    """The registry entry of experiment ``name``; a ``ValueError`` lists the valid names."""
+    for e in registry():
+        if e.name == name:
+            return e
+    raise ValueError(f"unknown experiment {name!r}: choose one of {', '.join(available())}")
 
 
 def load(name: str) -> ModuleType:
-    """The module of experiment ``name``; a ``ValueError`` lists the valid names."""
-    if name not in EXPERIMENTS or importlib.util.find_spec(EXPERIMENTS[name]) is None:
-        raise ValueError(f"unknown experiment {name!r}: choose one of {', '.join(available())}")
-    return importlib.import_module(EXPERIMENTS[name])
+    """The module of experiment ``name``."""
+    return importlib.import_module(entry(name).module)
 
 
-def results_dir():
-    """Where :func:`cached` keeps results: ``$RCUTIL_RESULTS_DIR``, else ``<user cache>/results``."""
-    import os
-    from pathlib import Path
+def cached(name: str, profile: str | None = None, **kwargs) -> dict:
+    """:func:`rcutil.results.cached`: the stored result of ``name``, computed when missing."""
+    from ..results import cached as _cached
 
-    from ..data import cache_dir
-
-    value = os.environ.get("RCUTIL_RESULTS_DIR", "").strip()
-    return Path(value).expanduser() if value else cache_dir() / "results"
-
-
-def code_fingerprint() -> str:
-    """sha256 over the source of every ``rcutil`` module: a change in the code changes it."""
-    import hashlib
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
-
-
-def cached(name: str, profile: str | None = None, *, device: str = "cpu", progress: bool = True,
-           refresh: bool = False) -> dict:
-    """``run`` of experiment ``name``, stored as JSON and reused while nothing it depends on changes.
-
-    The key is the experiment, its settings for the profile, the device and the
-    :func:`code_fingerprint` of ``rcutil``; runs are deterministic, so a stored result is the
-    result a new run would give. The report chapter uses this to gather every experiment
-    without running each twice. ``refresh=True`` or ``RCUTIL_RESULTS_CACHE=0`` forces a run.
-    The result always comes back as read from JSON, so its types do not depend on the cache.
-    """
-    import hashlib
-    import json
-    import os
-
-    from ..profiles import settings_for
-    from ..results import read_json, write_json
-
-    module = load(name)
-    settings = settings_for(module.SETTINGS, profile)
-    key = hashlib.sha256(json.dumps({"experiment": name, "settings": settings, "device": device,
-                                     "code": code_fingerprint()}, sort_keys=True,
-                                    default=str).encode()).hexdigest()[:16]
-    path = results_dir() / f"{module.JSON_NAME}-{settings['profile']}-{key}.json"
-    use_cache = not refresh and os.environ.get("RCUTIL_RESULTS_CACHE", "1") != "0"
-    if use_cache and path.is_file():
-        return read_json(path)
-    write_json(module.run(settings["profile"], device=device, progress=progress), path)
-    return read_json(path)
+    return _cached(name, profile, **kwargs)

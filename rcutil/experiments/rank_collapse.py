@@ -29,13 +29,17 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import plotting
-from ..model import Transformer, attention
+from ..claims import Claim, status
+from ..model import Transformer, attention, beta_key, squared_loss
 from ..profiles import settings_for
-from ..spectra import (SCALINGS, nested_score_products, random_inputs, spectrum,
-                       temperature)
+from ..spectra import SCALINGS, nested_score_products, random_inputs, spectrum, temperature
 from ..threads import torch_threads
 from ..train import gradient_descent
 
+NAME = "rank-collapse"
+CHAPTER = "rank-collapse"
+TITLE = "Rank collapse as d_QK grows, with and without the residual"
+ORDER = 50
 JSON_NAME = "rank_collapse"
 
 #: The scaling under which the attention output collapses as d_QK grows (eq. ``rc-variance``).
@@ -60,13 +64,8 @@ SETTINGS = {
 }
 
 
-def beta_key(beta: float) -> str:
-    """The JSON key of a residual strength: ``"%g" % beta`` (``"0"``, ``"0.5"``, ``"1"``)."""
-    return f"{float(beta):g}"
-
-
 # --------------------------------------------------------------------------- d_QK sweep
-def sweep(cfg: dict, *, progress: bool = False) -> dict:
+def sweep(settings: dict, *, progress: bool = False) -> dict:
     """sigma_min and effective rank of ``Attn(X) + beta X`` over d_QK, seeds and scalings.
 
     Returns ``{"d_qk": [...], "per_seed": {scaling: {quantity: array (betas, seeds, d_qk)}}}``
@@ -74,16 +73,16 @@ def sweep(cfg: dict, *, progress: bool = False) -> dict:
     ``max_weight`` (mean over rows of the largest attention weight; beta-independent, stored
     with a leading axis of 1).
     """
-    d_qk = [2**k for k in range(cfg["max_log2_d_qk"] + 1)]
-    I = torch.eye(cfg["d"], dtype=torch.float64)
+    d_qk = [2**k for k in range(settings["max_log2_d_qk"] + 1)]
+    I = torch.eye(settings["d"], dtype=torch.float64)
     per_seed = {name: {"sigma_min": [], "effective_rank": [], "max_weight": []} for name in SCALINGS}
-    seeds = [cfg["seed"] + s for s in range(cfg["seeds"])]
+    seeds = [settings["seed"] + s for s in range(settings["seeds"])]
     for seed in tqdm(seeds, desc="d_QK sweep", disable=not progress, leave=False):
-        X = random_inputs(1, cfg["N"], cfg["n"], cfg["d"], seed=seed)          # (1, N, n, d)
+        X = random_inputs(1, settings["N"], settings["n"], settings["d"], seed=seed)          # (1, N, n, d)
         gen = torch.Generator().manual_seed(10_000 + seed)
-        W_V = torch.randn(cfg["d"], cfg["d"], generator=gen, dtype=torch.float64) / math.sqrt(cfg["d"])
+        W_V = torch.randn(settings["d"], settings["d"], generator=gen, dtype=torch.float64) / math.sqrt(settings["d"])
         # W_Q W_K^T for every d_QK, (V, 1, d, d): X W_Q (X W_K)^T = X (W_Q W_K^T) X^T
-        M = nested_score_products(cfg["d"], d_qk, seed=20_000 + seed).unsqueeze(1)
+        M = nested_score_products(settings["d"], d_qk, seed=20_000 + seed).unsqueeze(1)
         for name in SCALINGS:
             tau = torch.tensor([temperature(name, v) for v in d_qk], dtype=torch.float64).view(-1, 1, 1, 1)
             A = attention(X, M, I, W_V, tau)                                     # (V, N, n, d)
@@ -133,32 +132,49 @@ def acceptance(result: dict) -> dict:
     }
 
 
+def claims(result: dict) -> list[Claim]:
+    """"Without the residual the attention output collapses as d_QK grows": under
+    ``collapse_scaling`` the ratio of :func:`acceptance` is below 1e-3 and still falling."""
+    acc = acceptance(result)
+    return [Claim(
+        "rank-collapse", "Rank collapse as d_QK -> infinity",
+        "without the residual the attention output collapses (sigma_min -> 0) as d_QK grows; "
+        "with it, Z = Attn(X) + X keeps sigma_min(Z) > 0",
+        f"under {result['collapse_scaling']}, at d_QK = {acc['d_qk']}: sigma_min(Attn X) / "
+        f"sigma_min(Attn X + X) = {acc['ratio']:.1e}, still falling over the last decade: "
+        f"{acc['falling']}",
+        status(acc["ratio"] < 1e-3 and acc["falling"]),
+        "the collapse needs scores that vanish (d_QK s^4 / tau^2 -> 0, e.g. tau = d_QK); with "
+        "tau = sqrt(d_QK) it does not happen, which the chapter shows",
+        CHAPTER)]
+
+
 # --------------------------------------------------------------------------- training
-def training_problem(cfg: dict):
+def training_problem(settings: dict):
     """Inputs ``X`` (N, n, d) and Gaussian targets ``Y`` (N, n, d_out) of the training runs."""
-    gen = torch.Generator().manual_seed(30_000 + cfg["seed"])
-    X = torch.randn(cfg["N"], cfg["n"], cfg["d"], generator=gen, dtype=torch.float64)
-    Y = torch.randn(cfg["N"], cfg["n"], cfg["train_d_out"], generator=gen, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(30_000 + settings["seed"])
+    X = torch.randn(settings["N"], settings["n"], settings["d"], generator=gen, dtype=torch.float64)
+    Y = torch.randn(settings["N"], settings["n"], settings["train_d_out"], generator=gen, dtype=torch.float64)
     return X, Y
 
 
 def per_sample_floor(Y) -> float:
     """``1/2 ||Y - 1 y_p^T||^2`` with ``y_p`` each sample's mean target: the smallest loss of any
     model whose outputs are equal across the tokens of a sample (the fully collapsed case)."""
-    return 0.5 * float(((Y - Y.mean(dim=-2, keepdim=True)) ** 2).sum())
+    return float(squared_loss(Y.mean(dim=-2, keepdim=True).expand_as(Y), Y))
 
 
-def train(cfg: dict, *, progress: bool = False) -> dict:
+def train(settings: dict, *, progress: bool = False) -> dict:
     """GD from the same collapsed initialisation (``tau = d_QK``, large d_QK) with beta = 0 and 1."""
-    X, Y = training_problem(cfg)
+    X, Y = training_problem(settings)
     out = {}
     with torch_threads(1):  # many small operations (see rcutil.threads)
         for beta in (0.0, 1.0):
-            model = Transformer(cfg["d"], cfg["train_d_qk"], cfg["train_d_F"], cfg["train_d_out"],
-                                tau=temperature(COLLAPSE_SCALING, cfg["train_d_qk"]), beta=beta,
-                                seed=cfg["seed"])
-            out[beta_key(beta)] = gradient_descent(model, X, Y, mu=cfg["train_mu"],
-                                                   steps=cfg["train_steps"], progress=progress,
+            model = Transformer(settings["d"], settings["train_d_qk"], settings["train_d_F"], settings["train_d_out"],
+                                tau=temperature(COLLAPSE_SCALING, settings["train_d_qk"]), beta=beta,
+                                seed=settings["seed"])
+            out[beta_key(beta)] = gradient_descent(model, X, Y, mu=settings["train_mu"],
+                                                   steps=settings["train_steps"], progress=progress,
                                                    desc=f"GD beta={beta:g}")
     return out
 
@@ -171,15 +187,15 @@ def relative_residual(X: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_norm(R) / torch.linalg.matrix_norm(X)
 
 
-def depth_collapse(cfg: dict) -> dict:
+def depth_collapse(settings: dict) -> dict:
     """Relative residual after each of ``depth_layers`` attention layers, with and without skip.
 
     Every layer draws fresh Gaussian ``W_Q, W_K, W_V`` (std ``1/sqrt(d)``), ``d_QK = d`` and
     ``tau = sqrt(d_QK)``; both stacks see the same inputs and the same weights. Arrays have
     shape ``(seeds, layers + 1)``.
     """
-    S, n, d, L = cfg["depth_seeds"], cfg["depth_n"], cfg["d"], cfg["depth_layers"]
-    gen = torch.Generator().manual_seed(40_000 + cfg["seed"])
+    S, n, d, L = settings["depth_seeds"], settings["depth_n"], settings["d"], settings["depth_layers"]
+    gen = torch.Generator().manual_seed(40_000 + settings["seed"])
     X0 = torch.randn(S, n, d, generator=gen, dtype=torch.float64)
     weights = [tuple(torch.randn(S, d, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
                      for _ in range(3)) for _ in range(L)]
@@ -209,15 +225,15 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
     The computations are small and always run on the CPU in float64, whatever ``device`` says
     (the result records ``"computed_on": "cpu"``).
     """
-    cfg = settings_for(SETTINGS, profile)
+    settings = settings_for(SETTINGS, profile)
     with torch_threads(1):  # many small operations (see rcutil.threads)
-        sw = sweep(cfg, progress=progress)
-        hist = train(cfg, progress=progress)
-        depth = depth_collapse(cfg)
+        sw = sweep(settings, progress=progress)
+        hist = train(settings, progress=progress)
+        depth = depth_collapse(settings)
     return {
-        "settings": cfg,
+        "settings": settings,
         "computed_on": "cpu",
-        "seeds": [cfg["seed"] + s for s in range(cfg["seeds"])],
+        "seeds": [settings["seed"] + s for s in range(settings["seeds"])],
         "betas": list(BETAS),
         "collapse_scaling": COLLAPSE_SCALING,
         "d_qk": sw["d_qk"],
@@ -225,7 +241,7 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
         "per_seed": {name: {q: v.tolist() for q, v in ps.items()} for name, ps in sw["per_seed"].items()},
         "training": {k: h.loss for k, h in hist.items()},
         "training_sigma_min": {k: h.sigma_min for k, h in hist.items()},
-        "training_floor": per_sample_floor(training_problem(cfg)[1]),
+        "training_floor": per_sample_floor(training_problem(settings)[1]),
         "depth": {name: r.tolist() for name, r in depth.items()},
     }
 

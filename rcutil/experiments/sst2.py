@@ -20,12 +20,17 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
+from ..claims import Claim, status
 from ..gpt2 import GPT2Classifier, GPT2Config
 from ..linalg import effective_rank, stable_rank
 from ..profiles import settings_for
+from ..sst2_data import SPLITS, TOKENIZER_FILES, encode, gpt2_tokenizer, load_split, pad_batch
 from ..threads import torch_threads
-from ..sst2_data import encode, gpt2_tokenizer, load_split, pad_batch
 
+NAME = "sst2"
+CHAPTER = "sst2"
+TITLE = "SST-2 with GPT-2: depth and residual connections"
+ORDER = 70
 JSON_NAME = "sst2"
 
 #: ``threads``: torch CPU threads while training (``None``: leave torch's default). On two
@@ -50,57 +55,66 @@ SETTINGS = {
 }
 
 
+#: "Barely trains": a final training error within this distance of the majority-label error.
+BARELY = 0.05
+
+
 # --------------------------------------------------------------------------- data
-def prepare_data(s: dict) -> dict:
+def data_files(settings: dict) -> list[str]:
+    """The data files the experiment reads (their sha256 is part of the stored result's key)."""
+    return [SPLITS["train"], SPLITS["dev"], *TOKENIZER_FILES]
+
+
+def prepare_data(settings: dict) -> dict:
     """Tokenised, right-padded tensors of the training subset, its evaluation subset and dev.
 
     Returns a dict with ``train``, ``train_eval`` and ``dev``, each ``(tokens, lengths,
     labels)``, plus ``n_train_rows`` (rows of the full training file).
     """
     train, dev = load_split("train"), load_split("dev")
-    gen = torch.Generator().manual_seed(s["data_seed"])
+    gen = torch.Generator().manual_seed(settings["data_seed"])
     order = torch.randperm(len(train), generator=gen)
-    n_train = len(train) if s["n_train"] is None else s["n_train"]
-    if not 1 <= s["n_train_eval"] <= n_train:
-        raise ValueError(f"n_train_eval must lie in [1, n_train={n_train}], got {s['n_train_eval']}")
+    n_train = len(train) if settings["n_train"] is None else settings["n_train"]
+    if not 1 <= settings["n_train_eval"] <= n_train:
+        raise ValueError(f"n_train_eval must lie in [1, n_train={n_train}], got {settings['n_train_eval']}")
     pick = order[:n_train].tolist()
-    dev_pick = (list(range(len(dev))) if s["n_dev"] is None
-                else torch.randperm(len(dev), generator=gen)[:s["n_dev"]].tolist())
+    dev_pick = (list(range(len(dev))) if settings["n_dev"] is None
+                else torch.randperm(len(dev), generator=gen)[:settings["n_dev"]].tolist())
     tok = gpt2_tokenizer()
 
     def tensors(split, rows):
         ids = encode([split.sentences[i] for i in rows], tok)
-        tokens, lengths = pad_batch(ids, max_len=s["max_len"])
+        tokens, lengths = pad_batch(ids, max_len=settings["max_len"])
         return tokens, lengths, torch.tensor([split.labels[i] for i in rows])
 
     tr = tensors(train, pick)
-    return {"train": tr, "train_eval": tuple(t[:s["n_train_eval"]] for t in tr),
+    return {"train": tr, "train_eval": tuple(t[:settings["n_train_eval"]] for t in tr),
             "dev": tensors(dev, dev_pick), "n_train_rows": len(train)}
 
 
 # --------------------------------------------------------------------------- model and training
-def make_model(s: dict, layers: int, residual: bool, seed: int, device="cpu") -> GPT2Classifier:
-    cfg = GPT2Config(n_layer=layers, n_head=s["n_head"], d_model=s["d_model"], d_ff=s["d_ff"],
+def make_model(settings: dict, layers: int, residual: bool, seed: int, device="cpu") -> GPT2Classifier:
+    settings = GPT2Config(n_layer=layers, n_head=settings["n_head"], d_model=settings["d_model"], d_ff=settings["d_ff"],
                      residual=residual)
-    return GPT2Classifier(cfg, seed=seed).to(device)
+    return GPT2Classifier(settings, seed=seed).to(device)
 
 
-def make_optimizer(model: GPT2Classifier, s: dict):
+def make_optimizer(model: GPT2Classifier, settings: dict):
     """AdamW, weight decay on the matrices only (not on biases and LayerNorm gains), and the
     learning-rate schedule: linear warm-up over ``warmup * steps``, then cosine decay to
     ``min_lr_ratio * lr``."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": s["weight_decay"]},
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": settings["weight_decay"]},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=s["lr"], betas=tuple(s["betas"]), fused=True)
-    warm = max(1, int(s["warmup"] * s["steps"]))
+                            lr=settings["lr"], betas=tuple(settings["betas"]), fused=True)
+    warm = max(1, int(settings["warmup"] * settings["steps"]))
 
     def factor(step: int) -> float:
         if step < warm:
             return (step + 1) / warm
-        t = (step - warm) / max(1, s["steps"] - warm)
-        return s["min_lr_ratio"] + (1 - s["min_lr_ratio"]) * 0.5 * (1 + math.cos(math.pi * t))
+        t = (step - warm) / max(1, settings["steps"] - warm)
+        return settings["min_lr_ratio"] + (1 - settings["min_lr_ratio"]) * 0.5 * (1 + math.cos(math.pi * t))
 
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
@@ -132,12 +146,12 @@ def evaluate(model: GPT2Classifier, tokens, lengths, labels, *, batch_size=256, 
     return res
 
 
-def train_one(s: dict, data: dict, layers: int, residual: bool, seed: int, *, device="cpu",
+def train_one(settings: dict, data: dict, layers: int, residual: bool, seed: int, *, device="cpu",
               progress=False) -> dict:
     """Train one model from scratch; return its histories (one entry per evaluation step)."""
     torch.manual_seed(seed)
-    model = make_model(s, layers, residual, seed, device)
-    opt, sched = make_optimizer(model, s)
+    model = make_model(settings, layers, residual, seed, device)
+    opt, sched = make_optimizer(model, settings)
     tokens, lengths, labels = data["train"]
     order_gen = torch.Generator().manual_seed(10_000 + seed)  # the same batch order for every model
     perm, pos = torch.randperm(len(labels), generator=order_gen), 0
@@ -158,13 +172,13 @@ def train_one(s: dict, data: dict, layers: int, residual: bool, seed: int, *, de
 
     start = time.perf_counter()
     record(0)
-    bar = tqdm(range(1, s["steps"] + 1), disable=not progress, leave=False,
+    bar = tqdm(range(1, settings["steps"] + 1), disable=not progress, leave=False,
                desc=f"L={layers} {'w' if residual else 'wo'} seed {seed}")
     for step in bar:
-        if pos + s["batch_size"] > len(perm):
+        if pos + settings["batch_size"] > len(perm):
             perm, pos = torch.randperm(len(labels), generator=order_gen), 0
-        idx = perm[pos:pos + s["batch_size"]]
-        pos += s["batch_size"]
+        idx = perm[pos:pos + settings["batch_size"]]
+        pos += settings["batch_size"]
         T = int(lengths[idx].max())
         logits = model(tokens[idx, :T].to(device), lengths[idx].to(device))
         loss = F.cross_entropy(logits, labels[idx].to(device))
@@ -173,11 +187,11 @@ def train_one(s: dict, data: dict, layers: int, residual: bool, seed: int, *, de
                                      f"residual={residual}, seed={seed}); lower lr in SETTINGS")
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), s["grad_clip"])
+        torch.nn.utils.clip_grad_norm_(model.parameters(), settings["grad_clip"])
         opt.step()
         sched.step()
         running, count = running + loss.item(), count + 1
-        if step % s["eval_every"] == 0 or step == s["steps"]:
+        if step % settings["eval_every"] == 0 or step == settings["steps"]:
             record(step)
             running, count = 0.0, 0
             bar.set_postfix(train_error=f"{hist['train_error'][-1]:.3f}")
@@ -192,18 +206,18 @@ def _mean(rows):
 
 def run(profile: str | None = None, *, device: str = "cpu", progress: bool = True) -> dict:
     """Train every (L, residual) pair for every seed; histories are averaged over seeds."""
-    s = settings_for(SETTINGS, profile)
-    with torch_threads(s["threads"]):
-        return _run(s, device, progress)
+    settings = settings_for(SETTINGS, profile)
+    with torch_threads(settings["threads"]):
+        return _run(settings, device, progress)
 
 
-def _run(s: dict, device: str, progress: bool) -> dict:
-    data = prepare_data(s)
+def _run(settings: dict, device: str, progress: bool) -> dict:
+    data = prepare_data(settings)
     runs = []
-    for layers in s["layers"]:
-        for residual in s["residual"]:
-            per_seed = [train_one(s, data, layers, residual, seed, device=device, progress=progress)
-                        for seed in s["seeds"]]
+    for layers in settings["layers"]:
+        for residual in settings["residual"]:
+            per_seed = [train_one(settings, data, layers, residual, seed, device=device, progress=progress)
+                        for seed in settings["seeds"]]
             keys = ("train_loss", "train_error", "dev_accuracy", "stable_rank", "effective_rank",
                     "batch_loss")
             mean = {k: _mean([h[k] for h in per_seed]) for k in keys}
@@ -224,7 +238,7 @@ def _run(s: dict, device: str, progress: bool) -> dict:
                 "seconds": sum(h["seconds"] for h in per_seed),
                 "per_seed": {k: [h[k] for h in per_seed] for k in keys},
             })
-    return {"settings": s, "seeds": s["seeds"], "n_train_rows": data["n_train_rows"],
+    return {"settings": settings, "seeds": settings["seeds"], "n_train_rows": data["n_train_rows"],
             "n_train_used": len(data["train"][2]), "n_dev_used": len(data["dev"][2]),
             "majority_error": float(min(data["train_eval"][2].float().mean(),
                                         1 - data["train_eval"][2].float().mean())),
@@ -237,6 +251,59 @@ def find_run(result: dict, layers: int, residual: bool) -> dict:
         if r["layers"] == layers and r["residual"] == residual:
             return r
     raise ValueError(f"no run with layers={layers}, residual={residual} in the result")
+
+
+def verdicts(result: dict) -> dict:
+    """The three claims of experiment 2 as booleans, with the final training errors per depth.
+
+    * ``lower_everywhere``: with residuals the final error is strictly lower at every depth;
+    * ``falls_with_depth``: with residuals it strictly falls from each depth to the next;
+    * ``deep_wo_stalls``: without residuals the deepest model ends within :data:`BARELY` of
+      the majority-label error.
+    """
+    layers = result["settings"]["layers"]
+    w = [find_run(result, L, True)["final_train_error"] for L in layers]
+    wo = [find_run(result, L, False)["final_train_error"] for L in layers]
+    return {
+        "layers": layers, "error_w": w, "error_wo": wo, "majority_error": result["majority_error"],
+        "lower_everywhere": all(a < b for a, b in zip(w, wo)),
+        "falls_with_depth": all(b < a for a, b in zip(w, w[1:])),
+        "deep_wo_stalls": wo[-1] >= result["majority_error"] - BARELY,
+    }
+
+
+def claims(result: dict) -> list[Claim]:
+    """The three claims of experiment 2, read on :func:`verdicts`."""
+    v = verdicts(result)
+    layers = v["layers"]
+    protocol = "GPT-2 architecture trained from scratch (no pretrained weights) at the book's width and subset"
+    rows = [Claim(
+        "sst2-lower", "SST-2: residuals give lower training error at every depth",
+        "with residuals the training error is lower at every depth L = 2, 6, 10",
+        "; ".join(f"L = {L}: w {a:.3f}, wo {b:.3f}" for L, a, b in zip(layers, v["error_w"], v["error_wo"])),
+        status(v["lower_everywhere"], deviation=True),
+        protocol + ("" if v["lower_everywhere"] else "; at " + ", ".join(
+            f"L = {L}" for L, a, b in zip(layers, v["error_w"], v["error_wo"]) if not a < b)
+            + " the model without residuals is not worse"),
+        CHAPTER)]
+    rows.append(Claim(
+        "sst2-depth", "SST-2: with residuals the error keeps falling as L grows",
+        "with residuals, deeper models reach a lower training error",
+        "w: " + ", ".join(f"L = {L}: {e:.3f}" for L, e in zip(layers, v["error_w"])),
+        status(v["falls_with_depth"], deviation=True),
+        "same optimizer, schedule and steps at every depth" if v["falls_with_depth"] else
+        "at this scale and training budget the deeper residual models do not reach a lower error",
+        CHAPTER))
+    rows.append(Claim(
+        "sst2-noresidual", "SST-2: without residuals deeper models barely train",
+        "without residuals the deeper models barely train",
+        "wo: " + ", ".join(f"L = {L}: {e:.3f}" for L, e in zip(layers, v["error_wo"]))
+        + f" (majority-label error {v['majority_error']:.3f})",
+        status(v["deep_wo_stalls"], deviation=True),
+        f"the deepest model without residuals ends within {BARELY} of the majority-label error"
+        if v["deep_wo_stalls"] else "the deepest model without residuals does train at this scale",
+        CHAPTER))
+    return rows
 
 
 def plot_error_curves(result: dict):

@@ -9,9 +9,9 @@ theorems) that resolve. A screenshot of every page goes to ``_build/screenshots`
 from __future__ import annotations
 
 import functools
-import re
 import http.server
 import os
+import re
 import shutil
 import threading
 import urllib.parse
@@ -126,7 +126,8 @@ return {
   links: Array.from(document.querySelectorAll('a[href]')).map(a => ({
       href: a.href, cls: a.className, text: a.textContent.trim()})),
   numrefs: Array.from(document.querySelectorAll('a.reference.internal')).filter(
-      a => /^(Fig\\.|Figure|Table|Theorem|Lemma|Corollary|Assumption|Definition|Equation|\\()/.test(a.textContent.trim())
+      a => /^(Fig\\.|Figure|Table|Theorem|Lemma|Corollary|Assumption|Definition|Equation|\\()/
+        .test(a.textContent.trim())
   ).map(a => ({href: a.href, text: a.textContent.trim()})),
 };
 """

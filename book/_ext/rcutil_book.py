@@ -1,7 +1,10 @@
-"""Sphinx extension of the book: MathJax served from the site, and each script once.
+"""Sphinx extension of the book: MathJax served from the site, each script once, and launch
+buttons that open the published notebooks. Website tooling only: it never imports ``rcutil``
+or torch.
 
-MathJax 3 is served from the site itself instead of a CDN: the pages then typeset their equations without any network, which is what a reader who
-opens the built site offline, and the browser test of the site, need. MathJax's files come
+MathJax 3 is served from the site itself instead of a CDN: the pages then typeset their
+equations without any network, which is what a reader who opens the built site offline, and
+the browser test of the site, need. MathJax's files come
 from the ``django-static-mathjax`` wheel (plain MathJax 3.2.2, no dependencies); the SVG
 output is used because it needs no web fonts.
 """
