@@ -24,10 +24,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default: cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument("--no-figures", action="store_true", help="write the JSON only")
+    parser.add_argument("--estimate", action="store_true",
+                        help="time a few steps on the device, print the projected time and peak "
+                             "memory of the whole run, and exit without running it")
     args = parser.parse_args(argv)
 
     profile = active_profile(args.profile)
     module = experiments.load(args.experiment)
+    if args.estimate:
+        from .estimate import format_table
+
+        if not hasattr(module, "estimate"):
+            parser.error(f"{args.experiment} has no estimate")
+        parts = module.estimate(profile, device=args.device)
+        print(format_table(args.experiment, profile, args.device, parts))
+        return 0
     start = time.perf_counter()
     result = module.run(profile, device=args.device, progress=not args.no_progress)
     seconds = time.perf_counter() - start
