@@ -42,7 +42,9 @@ class Asset:
     it. ``sha256`` is the expected checksum of the file itself (not of the archive); when it
     is not known, ``validate`` (a function of the path that raises :class:`DataError`) checks
     the structure, and the checksum of the first verified download is recorded beside the
-    cached file and enforced from then on.
+    cached file and enforced from then on. ``size`` (bytes), when known, is checked before the
+    checksum (a cheap first test of a large file) and against the server's Content-Length
+    before a download starts.
     """
 
     relpath: str
@@ -50,6 +52,7 @@ class Asset:
     sha256: str | None = None
     member: str | None = None
     validate: Callable[[Path], None] | None = None
+    size: int | None = None
 
 
 SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
@@ -111,7 +114,14 @@ def _recorded_checksum_path(path: Path) -> Path:
 
 
 def verify(path: Path, asset: Asset) -> Path:
-    """Check ``path`` against the asset's checksum (or structure); raise :class:`DataError` if wrong."""
+    """Check ``path`` against the asset's size, checksum (or structure); raise :class:`DataError` if wrong."""
+    if asset.size is not None and path.stat().st_size != asset.size:
+        raise DataError(
+            f"{path} is incomplete or wrong: it has {path.stat().st_size:,} bytes, expected "
+            f"{asset.size:,}. Delete it and run again to download a fresh copy"
+            + (f" from {asset.url}" if asset.url else "")
+            + f", or point {DATA_DIR_ENV} at a folder with the correct file."
+        )
     expected = asset.sha256
     if expected is None:
         recorded = _recorded_checksum_path(path)
@@ -151,6 +161,10 @@ def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
         try:
             with urllib.request.urlopen(asset.url) as response, open(raw, "wb") as out:
                 total = int(response.headers.get("Content-Length") or 0) or None
+                if asset.size is not None and total is not None and total != asset.size:
+                    raise DataError(f"{asset.url} announces {total:,} bytes, but {asset.relpath} has "
+                                    f"{asset.size:,}: the server holds a different file; nothing was "
+                                    f"downloaded")
                 with tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
                           desc=f"download {Path(asset.url).name}") as bar:
                     while block := response.read(1 << 16):
