@@ -130,32 +130,33 @@ def prepare_data(settings: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- model and training
-def pretrained_weights(settings: dict) -> dict[str, torch.Tensor]:
-    """GPT-2 small's tensors for the deepest model of the run (found and checked by
-    :func:`rcutil.data.find`; read once, truncated per model)."""
-    return read_hf_gpt2(find(GPT2_SMALL.relpath), max(settings["layers"]))
+def pretrained_weights(settings: dict) -> tuple[Path, dict[str, torch.Tensor]]:
+    """The path of GPT-2 small's file (found and checked by :func:`rcutil.data.find`) and its
+    tensors for the deepest model of the run (read once, truncated per model)."""
+    path = find(GPT2_SMALL.relpath)
+    return path, read_hf_gpt2(path, max(settings["layers"]))
 
 
 def make_model(settings: dict, layers: int, residual: bool, seed: int, vocab: torch.Tensor, device="cpu",
-               *, weights: dict[str, torch.Tensor] | None = None) -> GPT2Classifier:
+               *, weights: tuple[Path, dict[str, torch.Tensor]] | None = None) -> GPT2Classifier:
     """The model of one run, with an embedding of the rows of ``vocab`` only.
 
     ``init="scratch"``: GPT-2's initialisation of the full 50,257-token model from ``seed``,
     then the rows of ``vocab`` kept, so the model is the full-vocabulary model restricted to
-    the rows it reads. ``init="pretrained"``: the published GPT-2 small weights (``weights``,
-    else read from :data:`rcutil.gpt2.GPT2_SMALL`), the first ``layers`` blocks, the rows of
-    ``vocab`` gathered from the full table, and a new head drawn from ``seed``. Without
-    residuals the same weights are wired without both skips (eq. ``sst2-block-wo``).
+    the rows it reads. ``init="pretrained"``: the published GPT-2 small weights (``weights``
+    from :func:`pretrained_weights`, else read now), the first ``layers`` blocks, the rows of
+    ``vocab`` gathered from the full table, and a new head drawn from ``seed``; a tensor of
+    another shape than the settings ask for raises ``ValueError`` naming the file and the
+    tensor. Without residuals the same weights are wired without both skips (eq.
+    ``sst2-block-wo``).
     """
     config = GPT2Config(n_layer=layers, n_head=settings["n_head"], d_model=settings["d_model"],
                         d_ff=settings["d_ff"], residual=residual)
     if settings["init"] == "scratch":
         model = GPT2Classifier(config, seed=seed)
     elif settings["init"] == "pretrained":
-        source = GPT2_SMALL.relpath
-        if weights is None:
-            weights = pretrained_weights(dict(settings, layers=[layers]))
-        model = from_hf_state_dict(weights, layers, residual=residual, seed=seed, config=config, source=source)
+        path, state = weights if weights is not None else pretrained_weights(dict(settings, layers=[layers]))
+        model = from_hf_state_dict(state, layers, residual=residual, seed=seed, config=config, source=str(path))
     else:
         raise ValueError(f"init must be one of {INITS}, got {settings['init']!r}")
     return model.keep_tokens(vocab).to(device)
