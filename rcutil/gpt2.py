@@ -74,13 +74,23 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model)  # W_Q, W_K, W_V side by side
         self.c_proj = nn.Linear(cfg.d_model, cfg.d_model)      # W_O
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, last: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B, T, d) -> (B, T, d)``; with ``last`` (``(B,)`` positions) only the output at those
+        positions, ``(B, d)``: their queries against the keys and values up to them."""
         B, T, d = x.shape
-        q, k, v = self.c_attn(x).split(d, dim=2)
-        # (B, T, d) -> (B, heads, T, d_head)
-        q, k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, d))
+        if last is None:
+            q, k, v = self.c_attn(x).split(d, dim=2)
+            # (B, T, d) -> (B, heads, T, d_head)
+            q, k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).reshape(B, T, d))
+        W, b = self.c_attn.weight, self.c_attn.bias
+        k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2)
+                for t in F.linear(x, W[d:], b[d:]).split(d, dim=2))
+        q = F.linear(x[torch.arange(B, device=x.device), last], W[:d], b[:d]).view(B, self.n_head, 1, -1)
+        causal = (torch.arange(T, device=x.device)[None, :] <= last[:, None]).view(B, 1, 1, T)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+        return self.c_proj(y.reshape(B, d))
 
 
 class MLP(nn.Module):
@@ -106,11 +116,15 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, h: torch.Tensor, last: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. ``sst2-block-w`` (or ``sst2-block-wo`` without residuals) at every position; with
+        ``last`` (``(B,)`` positions) only at those, ``(B, d)`` each: under the causal mask a
+        position needs nothing to its right, so this is the same numbers, computed for fewer rows."""
+        a = self.attn(self.ln_1(h), last)
         if self.residual:
-            z = h + self.attn(self.ln_1(h))
+            z = (h if last is None else h[torch.arange(len(h), device=h.device), last]) + a
             return z + self.mlp(self.ln_2(z)), z
-        z = self.attn(self.ln_1(h))
+        z = a
         return self.mlp(self.ln_2(z)), z
 
 
@@ -163,17 +177,18 @@ class GPT2Classifier(nn.Module):
             raise ValueError(f"sequence length {T} exceeds the context of {self.cfg.context} tokens; "
                              f"truncate the inputs")
         pos = torch.arange(T, device=tokens.device)
+        last = (torch.full((B,), T - 1, device=tokens.device) if lengths is None
+                else lengths.to(tokens.device) - 1)
         h = self.wte(tokens) + self.wpe(pos)
-        z = h
-        for block in self.h:
-            h, z = block(h)
-        h = self.ln_f(h)
-        if lengths is None:
-            last = h[:, -1]
-        else:
-            last = h[torch.arange(B, device=tokens.device), lengths.to(tokens.device) - 1]
-        logits = self.head(last)
-        return GPT2Output(logits, z) if return_attention else logits
+        for block in self.h[:-1]:
+            h, _ = block(h)
+        if return_attention:   # the last block everywhere: its z at every token is wanted
+            h, z = self.h[-1](h)
+            logits = self.head(self.ln_f(h)[torch.arange(B, device=tokens.device), last])
+            return GPT2Output(logits, z)
+        # the head reads one position per sentence: the last block only computes that one
+        h, _ = self.h[-1](h, last)
+        return self.head(self.ln_f(h))
 
     @torch.no_grad()
     def keep_tokens(self, token_ids: torch.Tensor) -> GPT2Classifier:

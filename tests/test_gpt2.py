@@ -92,6 +92,34 @@ def test_residual_switch_matches_written_out_block(residual):
     torch.testing.assert_close(got_z, want_z, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("residual", [True, False])
+def test_last_block_at_the_read_positions_only(residual):
+    """The head reads one position per sentence, so the last block computes only that one; the
+    logits and the gradients are those of the block computed everywhere."""
+    torch.manual_seed(2)
+    m = small(residual=residual)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    tokens, lengths = torch.randint(0, 50, (4, 9)), torch.tensor([9, 1, 4, 6])
+    h = torch.randn(4, 9, 16)
+    full_h, full_z = m.h[-1](h)
+    rows = torch.arange(4)
+    part_h, part_z = m.h[-1](h, lengths - 1)
+    torch.testing.assert_close(part_h, full_h[rows, lengths - 1], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(part_z, full_z[rows, lengths - 1], rtol=1e-5, atol=1e-6)
+    grads = []
+    for attention in (True, False):
+        m.zero_grad()
+        out = m(tokens, lengths, return_attention=attention)
+        logits = out.logits if attention else out
+        (logits ** 2).sum().backward()
+        grads.append((logits.detach(), [p.grad.clone() for p in m.parameters()]))
+    torch.testing.assert_close(grads[1][0], grads[0][0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads[1][1], grads[0][1]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_residual_switch_changes_the_function():
     tokens = torch.randint(0, 50, (3, 6))
     assert not torch.allclose(small(residual=True)(tokens), small(residual=False)(tokens))

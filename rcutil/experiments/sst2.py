@@ -73,7 +73,7 @@ SETTINGS = {
                precision="float32", threads=1),
     "book": dict(init="scratch", d_model=128, n_head=2, d_ff=512, layers=[2, 6, 10], residual=[True, False],
                  n_train=2048, n_train_eval=512, n_dev=None, max_len=64, batch_size=32, steps=300,
-                 eval_every=25, lr_grid=[1e-4, 3e-4, 1e-3], pilot_steps=60, warmup=0.1, min_lr_ratio=0.1,
+                 eval_every=50, lr_grid=[1e-4, 3e-4, 1e-3], pilot_steps=40, warmup=0.1, min_lr_ratio=0.1,
                  weight_decay=0.01, betas=[0.9, 0.999], grad_clip=1.0, seeds=[0, 1], data_seed=0,
                  precision="float32", threads=1),
     # fine-tuning GPT-2 small: about two epochs of the 67,349 sentences at batch 32
@@ -408,12 +408,7 @@ def estimate(profile: str | None = None, *, device: str = "cpu") -> list[Part]:
 def _estimate(settings: dict, device: str) -> list[Part]:
     data = prepare_data(settings)
     amp = autocast_dtype(settings, device)
-    lengths = data["train"][1]
-    epoch = length_batches(lengths, settings["batch_size"], torch.Generator().manual_seed(0))
-    padded = torch.tensor([float(lengths[b].max()) for b in epoch])
-    rows = epoch[int((padded - padded.mean()).abs().argmin())]
-    batch = tuple(t[rows, :int(lengths[rows].max())] if t.dim() == 2 else t[rows] for t in data["train"])
-    batch = tuple(t.to(device) for t in batch)
+    batch = tuple(t.to(device) for t in typical_batch(data, settings))
     n_seeds, n_lr = len(settings["seeds"]), len(settings["lr_grid"])
     evals = settings["steps"] // settings["eval_every"] + 1 + (settings["steps"] % settings["eval_every"] > 0)
     parts = []
@@ -428,6 +423,17 @@ def _estimate(settings: dict, device: str) -> list[Part]:
                 Part(f"{name} dev", n_seeds, "dev pass", dv, peak),
             ]
     return parts
+
+
+def typical_batch(data: dict, settings: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(tokens, lengths, labels)`` of the training batch (of one epoch of :class:`Batches`)
+    whose padded length is nearest the epoch's mean: what one step costs on average."""
+    lengths = data["train"][1]
+    epoch = length_batches(lengths, settings["batch_size"], torch.Generator().manual_seed(0))
+    padded = torch.stack([lengths[b].max() for b in epoch]).float()
+    rows = epoch[int((padded - padded.mean()).abs().argmin())]
+    tokens, lengths, labels = (t[rows] for t in data["train"])
+    return tokens[:, :int(lengths.max())], lengths, labels
 
 
 def _time_pair(settings, data, layers, residual, batch, device, amp):
