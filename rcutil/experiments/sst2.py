@@ -327,16 +327,18 @@ def pilot(settings: dict, data: dict, layers: int, residual: bool, *, device="cp
     pilot whose loss is not finite counts as infinite). Returns the grid, the losses and the rate.
     """
     short = dict(settings, steps=settings["pilot_steps"], eval_every=settings["pilot_steps"])
-    losses = []
+    losses, start = [], math.nan
     for lr in settings["lr_grid"]:
         try:
             hist = train_one(short, data, layers, residual, settings["seeds"][0], lr, device=device,
                              weights=weights, progress=progress, rank=False, dev=False)
-            losses.append(hist["train_loss"][-1] if math.isfinite(hist["train_loss"][-1]) else math.inf)
         except FloatingPointError:
             losses.append(math.inf)
+            continue
+        start = hist["train_loss"][0]
+        losses.append(hist["train_loss"][-1] if math.isfinite(hist["train_loss"][-1]) else math.inf)
     best = min(range(len(losses)), key=lambda i: losses[i])
-    return {"lr_grid": list(settings["lr_grid"]), "loss": losses, "loss_start": hist["train_loss"][0],
+    return {"lr_grid": list(settings["lr_grid"]), "loss": losses, "loss_start": start,
             "lr": settings["lr_grid"][best]}
 
 
