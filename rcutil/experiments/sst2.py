@@ -73,7 +73,7 @@ SETTINGS = {
                precision="float32", threads=1),
     "book": dict(init="scratch", d_model=128, n_head=2, d_ff=512, layers=[2, 6, 10], residual=[True, False],
                  n_train=2048, n_train_eval=512, n_dev=None, max_len=64, batch_size=32, steps=300,
-                 eval_every=50, lr_grid=[1e-4, 3e-4, 1e-3], pilot_steps=40, warmup=0.1, min_lr_ratio=0.1,
+                 eval_every=50, lr_grid=[1e-4, 3e-4, 1e-3], pilot_steps=60, warmup=0.1, min_lr_ratio=0.1,
                  weight_decay=0.01, betas=[0.9, 0.999], grad_clip=1.0, seeds=[0, 1], data_seed=0,
                  precision="float32", threads=1),
     # fine-tuning GPT-2 small: about two epochs of the 67,349 sentences at batch 32
