@@ -448,9 +448,9 @@ def _time_pair(settings, data, layers, residual, batch, device, amp):
         step = seconds_per_call(lambda: train_step(model, opt, sched, *batch, grad_clip=settings["grad_clip"],
                                                    amp=amp), repeats=3, warmup=2, sync=sync)
         ev = seconds_per_call(lambda: evaluate(model, *data["train_eval"], device=device, rank=True, amp=amp),
-                              repeats=1, warmup=0, sync=sync)
+                              repeats=1, warmup=1, sync=sync)
         dv = seconds_per_call(lambda: evaluate(model, *data["dev"], device=device, amp=amp),
-                              repeats=1, warmup=0, sync=sync)
+                              repeats=1, warmup=1, sync=sync)
     return step, ev, dv, peak.bytes
 
 
