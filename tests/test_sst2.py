@@ -97,3 +97,11 @@ def test_bf16_asked_where_it_cannot_run_warns_and_uses_float32():
         sst2.autocast_dtype(dict(SETTINGS, precision="fp8"), "cpu")
     with pytest.raises(ValueError, match="init must be one of"):
         sst2.make_model(dict(SETTINGS, init="random"), 2, True, 0, torch.tensor([1, 2]))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_a_missing_gpu_is_named():
+    with pytest.raises(ValueError, match="'cuda' is not available here"):
+        sst2.estimate("ci", device="cuda")
+    with pytest.raises(ValueError, match="'cuda:1' is not available here"):
+        sst2.run("ci", device="cuda:1")

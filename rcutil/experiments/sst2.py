@@ -183,6 +183,15 @@ def make_optimizer(model: GPT2Classifier, settings: dict, lr: float):
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, settings))
 
 
+def check_device(device) -> str:
+    """``device`` if torch can compute there; a CUDA device on a machine without one raises a
+    ``ValueError`` that says so."""
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} is not available here (torch sees no CUDA GPU): run on a "
+                         f"machine with one, or pass --device cpu")
+    return str(device)
+
+
 def autocast_dtype(settings: dict, device) -> torch.dtype | None:
     """``torch.bfloat16`` when ``precision`` is ``bf16`` and the device is a CUDA GPU that
     supports it, else ``None`` (float32). bf16 asked for where it cannot run gives a warning."""
@@ -351,7 +360,7 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
     histories are averaged over seeds."""
     settings = settings_for(SETTINGS, profile)
     with torch_threads(settings["threads"]):
-        return _run(settings, device, progress)
+        return _run(settings, check_device(device), progress)
 
 
 def _run(settings: dict, device: str, progress: bool) -> dict:
@@ -404,7 +413,7 @@ def estimate(profile: str | None = None, *, device: str = "cpu") -> list[Part]:
     """
     settings = settings_for(SETTINGS, profile)
     with torch_threads(settings["threads"]):
-        return _estimate(settings, device)
+        return _estimate(settings, check_device(device))
 
 
 def _estimate(settings: dict, device: str) -> list[Part]:
