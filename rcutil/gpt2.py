@@ -18,9 +18,16 @@ The architecture is GPT-2's (Radford et al., 2019), written to be read top to bo
 Inputs are right-padded token ids with their lengths: causal attention never lets a real
 token see a pad to its right, so no extra attention mask is needed.
 
-:func:`load_hf_gpt2` maps a Hugging Face ``model.safetensors`` state dict (keys ``wte``,
-``wpe``, ``h.<l>.attn.c_attn``, ...; its ``Conv1D`` layers store weights as ``(in, out)``,
-the transpose of ``nn.Linear``) onto this model, keeping the first ``n_layer`` blocks.
+The head reads one position per sentence, so without ``return_attention`` the last block is
+computed at that position only (the same numbers, for fewer rows).
+:meth:`GPT2Classifier.keep_tokens` keeps only the embedding rows of the token ids a data set
+uses: rows no input reads change no output.
+
+:func:`load_hf_gpt2` maps a Hugging Face ``model.safetensors`` file (keys ``wte``, ``wpe``,
+``h.<l>.attn.c_attn``, ...; its ``Conv1D`` layers store weights as ``(in, out)``, the
+transpose of ``nn.Linear``) onto this model, reading only the first ``n_layer`` blocks; errors
+name the file and the tensor. :data:`GPT2_SMALL` registers the published GPT-2 small weights
+as a data asset (pinned revision, size and sha256), found or downloaded by :mod:`rcutil.data`.
 """
 from __future__ import annotations
 
