@@ -64,7 +64,7 @@ def as_number(name: str, value, requirement: str) -> float:
     (a string, ``None``, a bool) raises a ``ValueError`` that names ``name`` and ``requirement``."""
     if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool \
             and not value.is_complex():
-        return float(value)
+        return float(value.detach())
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be {requirement}, got {value!r} ({type(value).__name__})")
     return float(value)
