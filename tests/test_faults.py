@@ -66,22 +66,37 @@ def cli(*args: str, **env: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300, env={**os.environ, **env})
 
 
+class _Handler(http.server.BaseHTTPRequestHandler):
+    answer = None     #: answer(handler, k): how to answer the k-th request (k = 1, 2, ...)
+    hits: list
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.hits.append(self.path)
+        type(self).answer(self, len(self.hits))
+
+    def send_payload(self, payload: bytes, cut: int | None = None):
+        """Announce ``payload`` and send it, or only its first ``cut`` bytes."""
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload[:cut])
+
+
 @contextlib.contextmanager
-def http_server(handler_class):
-    """Serve ``handler_class`` on 127.0.0.1; yields the base URL."""
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
+def http_server(answer):
+    """Serve ``answer(handler, k)`` for the k-th request on 127.0.0.1; yields (URL, requests)."""
+    handler = type("Handler", (_Handler,), {"answer": answer, "hits": []})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/f.bin", handler.hits
     finally:
         httpd.shutdown()
         httpd.server_close()
-
-
-class _Quiet(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
 
 # ----------------------------------------------------------------------- 0: a fresh machine
@@ -323,35 +338,15 @@ def test_7_a_server_that_never_answers_times_out_with_bounded_retries(isolated, 
 
 def test_7_a_transient_server_error_is_retried(isolated):
     payload = b"payload\n" * 50
-    hits = []
-
-    class Flaky(_Quiet):
-        def do_GET(self):
-            hits.append(self.path)
-            if len(hits) < 3:
-                self.send_error(503)
-                return
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    with http_server(Flaky) as base:
-        data.register(data.Asset("d/f.bin", base + "f.bin", sha(payload)))
+    with http_server(lambda h, k: h.send_error(503) if k < 3 else h.send_payload(payload)) as (url, hits):
+        data.register(data.Asset("d/f.bin", url, sha(payload)))
         assert data.find("d/f.bin", progress=False).read_bytes() == payload
     assert len(hits) == 3
 
 
 def test_7_a_missing_page_is_not_retried_and_is_named(isolated):
-    hits = []
-
-    class Missing(_Quiet):
-        def do_GET(self):
-            hits.append(self.path)
-            self.send_error(404)
-
-    with http_server(Missing) as base:
-        data.register(data.Asset("d/f.bin", base + "f.bin", sha(b"x")))
+    with http_server(lambda h, k: h.send_error(404)) as (url, hits):
+        data.register(data.Asset("d/f.bin", url, sha(b"x")))
         with pytest.raises(data.DataError,
                            match=r"could not be downloaded from http://127.*f\.bin \(HTTPError: HTTP Error 404"):
             data.find("d/f.bin", progress=False)
@@ -360,18 +355,8 @@ def test_7_a_missing_page_is_not_retried_and_is_named(isolated):
 
 def test_7_a_cut_connection_is_retried_and_never_kept(isolated):
     payload = b"0123456789" * 100
-    hits = []
-
-    class Cut(_Quiet):
-        def do_GET(self):
-            hits.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload[: 300 if len(hits) == 1 else None])
-
-    with http_server(Cut) as base:
-        data.register(data.Asset("d/f.bin", base + "f.bin", sha(payload)))
+    with http_server(lambda h, k: h.send_payload(payload, cut=300 if k == 1 else None)) as (url, hits):
+        data.register(data.Asset("d/f.bin", url, sha(payload)))
         assert data.find("d/f.bin", progress=False).read_bytes() == payload
     assert len(hits) == 2
 
@@ -392,20 +377,9 @@ def test_7_litter_of_a_killed_download_is_removed_by_the_next(isolated):
 
 def test_7_two_processes_download_a_file_once(isolated):
     payload = b"slow bytes\n" * 1000
-    hits = []
     gate = threading.Event()
-
-    class Slow(_Quiet):
-        def do_GET(self):
-            hits.append(self.path)
-            gate.wait(5)
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    with http_server(Slow) as base:
-        data.register(data.Asset("d/f.bin", base + "f.bin", sha(payload)))
+    with http_server(lambda h, k: gate.wait(5) and h.send_payload(payload)) as (url, hits):
+        data.register(data.Asset("d/f.bin", url, sha(payload)))
         found = []
         workers = [threading.Thread(target=lambda: found.append(data.find("d/f.bin", progress=False)))
                    for _ in range(2)]
