@@ -150,8 +150,9 @@ def _recorded_checksum_path(path: Path) -> Path:
 
 def _remedy(asset: Asset) -> str:
     """How to replace a bad copy of ``asset``, as the end of an error message."""
-    fetch = f"Delete it and run again to download a fresh copy from {asset.url}, or" if asset.url else "Replace it"
-    return f"{fetch} point {DATA_DIR_ENV} at a folder with the correct {asset.relpath}."
+    fetch = f"Delete it and run again to download a fresh copy from {asset.url}" if asset.url else \
+        "Replace it with a correct copy"
+    return f"{fetch}, or point {DATA_DIR_ENV} at a folder with the correct {asset.relpath}."
 
 
 def verify(path: Path, asset: Asset, *, label: str | None = None, remedy: str | None = None) -> Path:

@@ -156,6 +156,19 @@ def test_0_a_file_without_download_speaks_of_the_projects_folders(isolated):
     assert "shared" not in msg
 
 
+def test_9_a_corrupt_file_that_has_no_download_is_not_sent_to_download_it(isolated, monkeypatch):
+    data.register(data.Asset("f/fixture.csv", None, sha(b"x")))
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(isolated / "datadir"))
+    bad = isolated / "datadir" / "f" / "fixture.csv"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"y")
+    with pytest.raises(data.DataError) as err:
+        data.find("f/fixture.csv")
+    msg = str(err.value)
+    assert msg.startswith(f"{bad} is corrupt") and "Replace it with a correct copy, or point RCUTIL_DATA_DIR" in msg
+    assert "download" not in msg
+
+
 # ----------------------------------------------------------------------- 0b: the site test's browser
 def _load_chrome():
     spec = importlib.util.spec_from_file_location("site_chrome", ROOT / "tests" / "site" / "chrome.py")
