@@ -253,7 +253,8 @@ class Transformer(nn.Module):
         self.d_out = _check_positive_int("d_out", d_out)
         self.n_layers = _check_positive_int("n_layers", n_layers)
         self.tau = _check_positive("tau", math.sqrt(d_qk) if tau is None else tau)
-        self.beta = check_beta(beta)
+        beta = check_beta(beta)
+        self.beta = float(beta.detach()) if isinstance(beta, torch.Tensor) else beta
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise ValueError(f"dtype must be a floating-point torch dtype such as torch.float64, got {dtype!r}")
         device = check_device(device)
