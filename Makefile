@@ -82,14 +82,12 @@ lab: install
 	  > $(VENV)/share/jupyter/lab/settings/overrides.json
 	$(BIN)/jupyter lab book
 
-## Debian's chromium and chromium-driver for the site test, installed when missing
+## the Chrome or Chromium this machine has, with a matching chromedriver ($CHROME, $CHROMEDRIVER);
+## on Debian, apt installs chromium and chromium-driver when missing; elsewhere one line says what to install
 browser-deps:
-	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
-	fi
+	@$(PYTHON) tests/site/chrome.py --install
 
-## the built site in headless Chromium
+## the built site in headless Chrome or Chromium
 site: browser-deps
 	RCUTIL_SITE_DIR=$(abspath $(OUT)/_build/html) $(BIN)/python -m pytest -q -p no:cacheprovider tests/site
 

@@ -1,10 +1,11 @@
-"""The built website, as a reader's browser sees it: headless Chromium over every page.
+"""The built website, as a reader's browser sees it: headless Chrome or Chromium over every page.
 
 Runs after ``jupyter-book build`` (the test command's last stage). The site in
 ``_build/html`` (or ``$RCUTIL_SITE_DIR``) is served on 127.0.0.1 and each page is checked for:
 no console errors; typeset math (MathJax output present, no raw ``$$`` left); images that
 load; internal links whose page and anchor exist; numbered references (figures, equations,
-theorems) that resolve. A screenshot of every page goes to ``_build/screenshots``.
+theorems) that resolve. A screenshot of every page goes to ``_build/screenshots``. The
+browser and its driver are the ones :mod:`chrome` finds (``tests/site/chrome.py``).
 """
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import functools
 import http.server
 import os
 import re
-import shutil
 import threading
 import urllib.parse
 from pathlib import Path
@@ -24,8 +24,6 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("RCUTIL_SITE_DIR", ROOT / "_build" / "html"))
 SHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 
 REDIRECT = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
@@ -65,18 +63,23 @@ def server():
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
+    from chrome import BrowserNotFound, find_chrome  # tests/site/chrome.py
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    try:
+        binary, chromedriver = find_chrome()
+    except BrowserNotFound as exc:
+        pytest.fail(str(exc), pytrace=False)
     options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
+    options.binary_location = binary
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,1600",
                  f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
     driver.set_page_load_timeout(60)
     driver.set_script_timeout(60)
     yield driver
