@@ -79,13 +79,14 @@ chapter: install
 	RCUTIL_PROFILE=$(PROFILE) $(BIN)/jupyter-book build -q --path-output $(CHAPTER_OUT) --toc $(CHAPTER_OUT)/_toc.yml .
 	@echo "Open $(CHAPTER_OUT)/_build/html/book/$(NAME).html in a browser."
 
-## make lab: JupyterLab, where book/*.md open as notebooks (jupytext)
+## make lab: JupyterLab, where book/*.md open as notebooks (jupytext); LAB_ARGS="--no-browser --port=8899" to pass options
+LAB_ARGS ?=
 lab: install
 	$(BIN)/python -m pip install --quiet "jupyterlab>=4"
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' \
 	  > $(VENV)/share/jupyter/lab/settings/overrides.json
-	$(BIN)/jupyter lab book
+	$(BIN)/jupyter lab $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS) book
 
 ## Debian's chromium and chromium-driver for the site test, installed when missing
 browser-deps:

@@ -139,6 +139,7 @@ return {
   mathTypeset: document.querySelectorAll('mjx-container').length,
   rawDisplayMath: text.includes('$$'),
   rawTex: rawTex,
+  footer: Array.from(document.querySelectorAll('footer')).map(f => f.textContent).join(' ').replace(/\\s+/g, ' '),
   title: document.title,
   // printed outputs (stream and text) that do not fit the column; hidden ones measure 0
   wideOutputs: Array.from(document.querySelectorAll('.cell_output pre')).filter(
@@ -214,6 +215,8 @@ def test_page(page, server, browser):
     assert not raw_tex, (f"{page}: TeX source shown as text (a title with math used as link text? "
                          f"give the reference plain link text): {raw_tex}")
     assert not TEX_SOURCE.search(facts["title"]), f"{page}: TeX source in the page title {facts['title']!r}"
+    for licence in ("BSD 3-Clause", "CC BY-SA 4.0"):   # LICENSE and LICENSE-text.md, stated on every page
+        assert licence in facts["footer"], f"{page}: the footer does not state the licence {licence}"
     if page not in WIDE_OUTPUT_PENDING:
         assert not facts["wideOutputs"], (f"{page}: printed lines wider than the column (print a "
                                           f"table or shorter lines): {facts['wideOutputs']}")
