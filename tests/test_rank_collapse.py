@@ -9,9 +9,9 @@ import torch
 
 from rcutil.experiments import rank_collapse as rc
 from rcutil.model import attention
-from rcutil.spectra import random_inputs, spectrum, uniform_deviation
 from rcutil.profiles import PROFILES, settings_for
 from rcutil.results import read_json, write_json
+from rcutil.spectra import random_inputs, spectrum, uniform_deviation
 
 
 @pytest.fixture(scope="module")
