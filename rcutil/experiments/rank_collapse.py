@@ -174,7 +174,7 @@ def claims(result: dict) -> list[Claim]:
     and still falling, and the bound of eq. ``rc-centred`` holds and is positive."""
     acc = acceptance(result)
     return [Claim(
-        "rank-collapse", "Rank collapse as d_QK -> infinity",
+        "rank-collapse", "Rank collapse as d_QK → ∞",
         "without the residual the attention output collapses (sigma_min -> 0) as d_QK grows; "
         "with it, Z = Attn(X) + X keeps sigma_min(Z) > 0",
         f"under {result['collapse_scaling']}, at d_QK = {acc['d_qk']}: sigma_min(Attn X) / "
