@@ -66,30 +66,34 @@ build:
 timings:
 	@RCUTIL_PROFILE=$(PROFILE) $(BIN)/python scripts/timings.py --profile $(PROFILE) --chapters $(OUT)/_build/chapter_seconds.json
 
-## make chapter NAME=sst2: execute one chapter and build only its page (_build/<profile>/chapter)
+## make chapter NAME=sst2: execute one chapter and build only its page, with the bibliography, in
+## _build/<profile>/chapter/<name>; links to other chapters stay plain text there
+CHAPTER_OUT = _build/$(PROFILE)/chapter/$(NAME)
 chapter: install
 	@test -n "$(NAME)" || { echo "usage: make chapter NAME=sst2 [PROFILE=ci]"; exit 2; }
-	@test -f book/$(NAME).md || { echo "no chapter book/$(NAME).md"; exit 2; }
-	RCUTIL_PROFILE=$(PROFILE) $(BIN)/jupyter-book build --path-output _build/$(PROFILE)/chapter \
-	  --config _config.yml book/$(NAME).md
-	@echo "Open _build/$(PROFILE)/chapter/_build/_page/$(NAME)/html/index.html in a browser."
+	@test -f book/$(NAME).md || { echo "no chapter book/$(NAME).md: NAME is a file name in book/ without .md"; exit 2; }
+	rm -rf $(CHAPTER_OUT)/_build/.jupyter_cache $(CHAPTER_OUT)/_build/html
+	mkdir -p $(CHAPTER_OUT)
+	printf 'format: jb-book\nroot: book/$(NAME)\nchapters:\n  - file: book/bibliography\n' > $(CHAPTER_OUT)/_toc.yml
+	RCUTIL_PROFILE=$(PROFILE) $(BIN)/python scripts/execute_chapters.py --cache $(CHAPTER_OUT)/_build/.jupyter_cache book/$(NAME).md
+	RCUTIL_PROFILE=$(PROFILE) $(BIN)/jupyter-book build -q --path-output $(CHAPTER_OUT) --toc $(CHAPTER_OUT)/_toc.yml .
+	@echo "Open $(CHAPTER_OUT)/_build/html/book/$(NAME).html in a browser."
 
-## make lab: JupyterLab, where book/*.md open as notebooks (jupytext)
+## make lab: JupyterLab, where book/*.md open as notebooks (jupytext); LAB_ARGS="--no-browser --port=8899" to pass options
+LAB_ARGS ?=
 lab: install
 	$(BIN)/python -m pip install --quiet "jupyterlab>=4"
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' \
 	  > $(VENV)/share/jupyter/lab/settings/overrides.json
-	$(BIN)/jupyter lab book
+	$(BIN)/jupyter lab $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS) book
 
-## Debian's chromium and chromium-driver for the site test, installed when missing
+## the Chrome or Chromium this machine has, with a matching chromedriver ($CHROME, $CHROMEDRIVER);
+## on Debian, apt installs chromium and chromium-driver when missing; elsewhere one line says what to install
 browser-deps:
-	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
-	fi
+	@$(PYTHON) tests/site/chrome.py --install
 
-## the built site in headless Chromium
+## the built site in headless Chrome or Chromium
 site: browser-deps
 	RCUTIL_SITE_DIR=$(abspath $(OUT)/_build/html) $(BIN)/python -m pytest -q -p no:cacheprovider tests/site
 

@@ -5,6 +5,7 @@ Thread policy (see :mod:`rcutil.threads`): OpenBLAS (numpy) is limited to one th
 numpy is first imported; torch follows ``$RCUTIL_TORCH_THREADS`` when it is set.
 """
 import os
+import sys
 import warnings
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -13,7 +14,13 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 from .threads import apply_environment as _apply_thread_policy  # noqa: E402
 
-_apply_thread_policy()
+try:
+    _apply_thread_policy()
+except ValueError as _error:
+    # `python -m rcutil` (argv[0] is "-m" while Python locates the module): one line, no traceback
+    if sys.argv[:1] == ["-m"] and "--debug" not in sys.argv:
+        sys.exit(f"python -m rcutil: error: {_error}")
+    raise
 
 from .model import Transformer, attention, block, ffn, squared_loss  # noqa: E402
 from .profiles import PROFILES, active_profile, settings_for  # noqa: E402

@@ -1,25 +1,34 @@
 """Find the book's data files: a data folder, else a user cache, else a verified download.
 
-Every file is named by its path relative to a data root, with the layout of the shared data
-folder (``sst2/train.tsv``, ``gpt2_tokenizer/vocab.json``, ...). :func:`find` looks
+Every file is named by its path relative to a data root (``sst2/train.tsv``,
+``gpt2_tokenizer/vocab.json``, ...). :func:`find` looks
 
-1. in the folder named by ``$RCUTIL_DATA_DIR``;
+1. in the folder named by ``$RCUTIL_DATA_DIR`` (when set, it must exist);
 2. in the user cache, ``$RCUTIL_CACHE_DIR`` or ``~/.cache/rcutil``;
-3. on the network, at the asset's canonical URL: the download goes to a temporary file, is
-   checked (sha256, or the asset's own structure check where no checksum is known) and only
-   then renamed into the cache, so an interrupted download never leaves a broken file.
+3. on the network, at the asset's canonical URL: the download goes to a temporary folder
+   beside the cached file, is checked (sha256, or the asset's own structure check where no
+   checksum is known) and only then renamed into the cache, so an interrupted download never
+   leaves a broken file. A connection that stalls for :data:`TIMEOUT_S` seconds is dropped;
+   a failed attempt is retried :data:`ATTEMPTS` times in all, with a growing pause; one
+   process downloads a file while any other waits for it (a file lock), and the temporary
+   folders a killed download left behind are removed by the next download of that file.
 
 A file that is present but does not match its checksum is never used: :class:`DataError`
 names the file, the checksum expected and found, and how to fix it.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import os
 import shutil
 import tempfile
+import time
+import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +37,12 @@ from tqdm.auto import tqdm
 
 DATA_DIR_ENV = "RCUTIL_DATA_DIR"
 CACHE_DIR_ENV = "RCUTIL_CACHE_DIR"
+#: Seconds a download may wait to connect, and then for each block of bytes.
+TIMEOUT_S = 30.0
+#: Download attempts in all (the first and the retries), and the pause before retry k (k s).
+ATTEMPTS = 3
+BACKOFF_S = 2.0
+_TMP_PREFIX = ".download-"
 
 
 class DataError(RuntimeError):
@@ -78,7 +93,7 @@ for _asset in (
           "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"),
     Asset("gpt2_tokenizer/merges.txt", GPT2_URL + "merges.txt",
           "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"),
-    # a parser fixture: the first 154 data rows of the Jena file, shipped in the shared data folder
+    # a parser fixture: the first 154 data rows of the Jena file
     Asset("jena_climate/jena_climate_2009_2016_head154.csv", None,
           "bae0e06bb539ea67bbe06c593f7c7e760d5043bf472031d5cac8d29b939a6e3e"),
 ):
@@ -96,32 +111,67 @@ def sha256sum(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def cache_dir() -> Path:
-    """The user cache: ``$RCUTIL_CACHE_DIR``, else ``$XDG_CACHE_HOME/rcutil``, else ``~/.cache/rcutil``."""
-    if os.environ.get(CACHE_DIR_ENV):
-        return Path(os.environ[CACHE_DIR_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "rcutil"
+    """The user cache: ``$RCUTIL_CACHE_DIR``, else ``$XDG_CACHE_HOME/rcutil``, else ``~/.cache/rcutil``.
+
+    It need not exist yet (it is created on the first download), but it must not be a file.
+    """
+    if os.environ.get(CACHE_DIR_ENV, "").strip():
+        path, source = Path(os.environ[CACHE_DIR_ENV].strip()).expanduser(), CACHE_DIR_ENV
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        path, source = Path(base) / "rcutil", "the default cache"
+    if path.exists() and not path.is_dir():
+        raise DataError(
+            f"{source} {path} is a file, not a folder: set {CACHE_DIR_ENV} to a folder "
+            f"(it is created when missing), or move the file away."
+        )
+    return path
 
 
 def data_dir() -> Path | None:
-    """The folder named by ``$RCUTIL_DATA_DIR``, or ``None`` when the variable is unset."""
+    """The folder named by ``$RCUTIL_DATA_DIR``, or ``None`` when the variable is unset.
+
+    A variable that names no folder is an error, never a silent fall-back to downloads.
+    """
     value = os.environ.get(DATA_DIR_ENV, "").strip()
-    return Path(value).expanduser() if value else None
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        problem = "is a file, not a folder" if path.exists() else "does not exist"
+        raise DataError(
+            f"{DATA_DIR_ENV}={value} {problem}: set it to the folder that holds the data files "
+            f"(sst2/, gpt2_tokenizer/, jena_climate/), or unset it to use the cache "
+            f"{cache_dir()} and downloads."
+        )
+    return path
 
 
 def _recorded_checksum_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def verify(path: Path, asset: Asset) -> Path:
-    """Check ``path`` against the asset's size, checksum (or structure); raise :class:`DataError` if wrong."""
+def _remedy(asset: Asset) -> str:
+    """How to replace a bad copy of ``asset``, as the end of an error message."""
+    fetch = f"Delete it and run again to download a fresh copy from {asset.url}" if asset.url else \
+        "Replace it with a correct copy"
+    return f"{fetch}, or point {DATA_DIR_ENV} at a folder with the correct {asset.relpath}."
+
+
+def verify(path: Path, asset: Asset, *, label: str | None = None, remedy: str | None = None) -> Path:
+    """Check ``path`` against the asset's checksum (or structure); raise :class:`DataError` if wrong.
+
+    ``label`` names the file in messages (default: its path) and ``remedy`` says what to do
+    (default: :func:`_remedy`); a download passes both, since its temporary path means nothing
+    to the user.
+    """
+    label = label or str(path)
+    remedy = remedy or _remedy(asset)
+    if path.stat().st_size == 0:
+        raise DataError(f"{label} is empty (0 bytes). {remedy}")
     if asset.size is not None and path.stat().st_size != asset.size:
-        raise DataError(
-            f"{path} is incomplete or wrong: it has {path.stat().st_size:,} bytes, expected "
-            f"{asset.size:,}. Delete it and run again to download a fresh copy"
-            + (f" from {asset.url}" if asset.url else "")
-            + f", or point {DATA_DIR_ENV} at a folder with the correct file."
-        )
+        raise DataError(f"{label} is incomplete or wrong: it has {path.stat().st_size:,} bytes, expected "
+                        f"{asset.size:,}. {remedy}")
     expected = asset.sha256
     if expected is None:
         recorded = _recorded_checksum_path(path)
@@ -130,67 +180,139 @@ def verify(path: Path, asset: Asset) -> Path:
     if expected is not None:
         actual = sha256sum(path)
         if actual != expected:
-            raise DataError(
-                f"{path} is corrupt: its sha256 is {actual}, expected {expected}. "
-                f"Delete it and run again to download a fresh copy"
-                + (f" from {asset.url}" if asset.url else "")
-                + f", or point {DATA_DIR_ENV} at a folder with the correct file."
-            )
+            raise DataError(f"{label} is corrupt: its sha256 is {actual}, expected {expected}. {remedy}")
     if asset.validate is not None:
-        asset.validate(path)
+        try:
+            asset.validate(path)
+        except DataError as exc:
+            if label == str(path):
+                raise
+            raise type(exc)(str(exc).replace(str(path), label)) from exc
     return path
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path):
+    """Hold an exclusive lock on the file ``lock`` (POSIX; elsewhere no lock) for the block."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks (Windows)
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Whether another attempt may succeed: not for a missing page (HTTP 4xx but 408 and 429)
+    nor for a local file URL."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code >= 500 or exc.code in (408, 429)
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, (FileNotFoundError, PermissionError)):
+        return False
+    return True
+
+
+def _fetch(url: str, out: Path, *, progress: bool, size: int | None = None) -> None:
+    """Copy ``url`` to the file ``out`` (one attempt); raise ``OSError`` or ``HTTPException``,
+    or :class:`DataError` (not retried) when the server announces another length than ``size``."""
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, open(out, "wb") as f:
+        total = int(response.headers.get("Content-Length") or 0) or None
+        if size is not None and total is not None and total != size:
+            raise DataError(f"{url} announces {total:,} bytes, but the file has {size:,}: the server "
+                            f"holds a different file; nothing was downloaded")
+        got = 0
+        with tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
+                  desc=f"download {Path(url).name}") as bar:
+            while block := response.read(1 << 16):
+                f.write(block)
+                got += len(block)
+                bar.update(len(block))
+    if total is not None and got != total:
+        raise http.client.IncompleteRead(b"", total - got)
+
+
+def _fetch_with_retries(asset: Asset, out: Path, dest: Path, *, progress: bool) -> None:
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            _fetch(asset.url, out, progress=progress, size=asset.size)
+            return
+        except (OSError, http.client.HTTPException) as exc:  # URLError and timeouts are OSErrors
+            if attempt < ATTEMPTS and _retryable(exc):
+                time.sleep(BACKOFF_S * attempt)
+                continue
+            cause = exc.reason if isinstance(exc, urllib.error.URLError) and \
+                isinstance(exc.reason, BaseException) else exc
+            reason = f"no answer within {TIMEOUT_S:g} s" if isinstance(cause, TimeoutError) else \
+                f"{type(exc).__name__}: {exc}"
+            tries = f" after {attempt} attempts" if attempt > 1 else ""
+            raise DataError(
+                f"{asset.relpath} is missing and could not be downloaded from {asset.url}{tries} "
+                f"({reason}). Expected sha256: {asset.sha256 or 'not known (the structure is checked)'}. "
+                f"Without network, put the file at {dest} or set {DATA_DIR_ENV} to a folder that "
+                f"holds {asset.relpath}."
+            ) from exc
+
+
+def _extract(asset: Asset, archive: Path, out: Path) -> None:
+    """Copy member ``asset.member`` of the zip ``archive`` to ``out``; errors name the URL."""
+    where = f"member {asset.member} of the archive downloaded from {asset.url}"
+    try:
+        with zipfile.ZipFile(archive) as zf, zf.open(asset.member) as src, open(out, "wb") as f:
+            shutil.copyfileobj(src, f)
+    except KeyError:
+        raise DataError(f"the archive downloaded from {asset.url} has no member {asset.member}: "
+                        f"the published archive has changed; put {asset.relpath} in "
+                        f"{DATA_DIR_ENV} by hand.") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise DataError(f"the {where} is damaged ({exc}); nothing was kept: run again to download "
+                        f"it anew, or put {asset.relpath} in {DATA_DIR_ENV} by hand.") from exc
 
 
 def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
     """Download ``asset`` to ``dest`` atomically and verify it; return ``dest``.
 
-    The bytes go to a temporary file in the destination folder; a zip member is extracted
-    to another temporary file; only a verified file is renamed to ``dest``. Where no checksum
-    is known, the checksum of this verified download is recorded in ``dest.sha256``.
+    The bytes go to a temporary folder beside ``dest``; a zip member is extracted there too;
+    only a verified file is renamed to ``dest``. Where no checksum is known, the checksum of
+    this verified download is recorded in ``dest.sha256``. A lock makes a second process wait
+    for the first one's download and then use it.
     """
     if asset.url is None:
         raise DataError(
-            f"{asset.relpath} is missing (expected sha256 {asset.sha256}) and has no download URL: "
-            f"it is a file of the shared data folder. Set {DATA_DIR_ENV} to the folder that holds "
-            f"{asset.relpath}."
+            f"{asset.relpath} is missing (expected sha256 {asset.sha256}) and has no download URL. "
+            f"Set {DATA_DIR_ENV} to a folder that holds {asset.relpath}, or put it at {dest}."
         )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".download-"))
     try:
-        raw = tmp_dir / "raw"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"cannot create the cache folder {dest.parent} ({exc.strerror}): set "
+                        f"{CACHE_DIR_ENV} to a folder you can write to.") from exc
+    with _exclusive(dest.with_name(f".{dest.name}.lock")):
+        if dest.is_file():  # another process downloaded it while this one waited
+            return verify(dest, asset)
+        prefix = f"{_TMP_PREFIX}{dest.name}-"
+        for litter in dest.parent.glob(prefix + "*"):  # left by a killed download
+            shutil.rmtree(litter, ignore_errors=True)
+        tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=prefix))
         try:
-            with urllib.request.urlopen(asset.url) as response, open(raw, "wb") as out:
-                total = int(response.headers.get("Content-Length") or 0) or None
-                if asset.size is not None and total is not None and total != asset.size:
-                    raise DataError(f"{asset.url} announces {total:,} bytes, but {asset.relpath} has "
-                                    f"{asset.size:,}: the server holds a different file; nothing was "
-                                    f"downloaded")
-                with tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
-                          desc=f"download {Path(asset.url).name}") as bar:
-                    while block := response.read(1 << 16):
-                        out.write(block)
-                        bar.update(len(block))
-        except OSError as exc:  # URLError is an OSError
-            raise DataError(
-                f"{asset.relpath} is missing and could not be downloaded from {asset.url}: {exc}. "
-                f"Expected sha256: {asset.sha256 or 'not known (the structure is checked)'}. Without network, "
-                f"put the file at {dest} or set {DATA_DIR_ENV} to a folder that holds {asset.relpath}."
-            ) from exc
-        got = raw
-        if asset.member is not None:
-            try:
-                with zipfile.ZipFile(raw) as zf, zf.open(asset.member) as src, \
-                        open(tmp_dir / "member", "wb") as out:
-                    shutil.copyfileobj(src, out)
-            except (zipfile.BadZipFile, KeyError) as exc:
-                raise DataError(f"the archive from {asset.url} has no readable {asset.member}: {exc}") from exc
-            got = tmp_dir / "member"
-        verify(got, asset)
-        if asset.sha256 is None:
-            _recorded_checksum_path(dest).write_text(f"{sha256sum(got)}  {dest.name}\n")
-        os.replace(got, dest)
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+            raw = tmp_dir / "raw"
+            _fetch_with_retries(asset, raw, dest, progress=progress)
+            got, label = raw, f"the file downloaded from {asset.url}"
+            if asset.member is not None:
+                got, label = tmp_dir / "member", f"the member {asset.member} of the archive from {asset.url}"
+                _extract(asset, raw, got)
+            verify(got, asset, label=label,
+                   remedy=f"It was not kept. Run again; if it persists, the published file has "
+                          f"changed: put a correct {asset.relpath} in {DATA_DIR_ENV}.")
+            if asset.sha256 is None:
+                _recorded_checksum_path(dest).write_text(f"{sha256sum(got)}  {dest.name}\n")
+            os.replace(got, dest)
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
     return dest
 
 

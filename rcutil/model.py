@@ -19,6 +19,7 @@ either form.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -58,17 +59,78 @@ def _check_positive_int(name: str, value) -> int:
     return value
 
 
+def as_number(name: str, value, requirement: str) -> float:
+    """``value`` as a float: a Python or numpy number, or a one-element tensor. Anything else
+    (a string, ``None``, a bool) raises a ``ValueError`` that names ``name`` and ``requirement``."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool \
+            and not value.is_complex():
+        return float(value.detach())
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be {requirement}, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
 def _check_positive(name: str, value) -> float:
-    value = float(value)
+    value = as_number(name, value, "a finite positive number")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
     return value
 
 
-def check_input(X: torch.Tensor, d: int, name: str = "X") -> torch.Tensor:
-    """Check that ``X`` is a finite ``(N, n, d)`` (or ``(n, d)``) tensor; return it as 3-D."""
+#: The residual strengths the book's variant is defined for (eq. ``z``).
+BETA_RANGE = (0.0, 1.0)
+
+
+def check_beta(beta, name: str = "beta"):
+    """Check a residual strength: a number (or one-element tensor) in ``[0, 1]``, the range on
+    which the book defines the beta-variant (eq. ``z``: ``beta = 1`` is the paper's model,
+    ``beta = 0`` drops every residual). Returns a number as a float and a tensor unchanged (so
+    that it may carry gradients). A tensor under a ``torch.func`` transform passes unread:
+    ``vmap`` batches one beta per model, whose values cannot be read there (the models of the
+    batch were built, and so checked, one by one)."""
+    if isinstance(beta, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(beta):
+        return beta
+    lo, hi = BETA_RANGE
+    value = as_number(name, beta, f"a number in [{lo:g}, {hi:g}] (the residual strength)")
+    if not lo <= value <= hi:  # False for NaN as well
+        raise ValueError(f"{name} must be in [{lo:g}, {hi:g}], the range of the beta-variant "
+                         f"(1: the paper's model, 0: no residual), got {value!r}")
+    return beta if isinstance(beta, torch.Tensor) else value
+
+
+def check_device(device) -> torch.device:
+    """``device`` as a ``torch.device`` that this machine has; a ``ValueError`` names the fix."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        hint = f" (device names are lower case: {str(device).lower()!r})" if str(device).lower() != str(device) else ""
+        raise ValueError(f"device {device!r} is not a torch device{hint}: use cpu, cuda, cuda:1 or mps") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for, but this torch has no usable CUDA device "
+                             f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}): "
+                             f"use cpu, or install a CUDA build of torch on a machine with a GPU")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r} asked for, but this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s): use cuda:0 .. "
+                             f"cuda:{torch.cuda.device_count() - 1}")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} asked for, but MPS is not available here: use cpu")
+    return dev
+
+
+def check_input(X: torch.Tensor, d: int, name: str = "X", *, dtype: torch.dtype | None = None,
+                device: torch.device | None = None) -> torch.Tensor:
+    """Check that ``X`` is a finite ``(N, n, d)`` (or ``(n, d)``) tensor, of ``dtype`` and on
+    ``device`` when these are given (the model's); return it as 3-D."""
     if not isinstance(X, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(X).__name__}")
+    if dtype is not None and X.dtype != dtype:
+        raise ValueError(f"{name} has dtype {X.dtype} but the model's parameters are {dtype}: "
+                         f"pass {name}.to({dtype}), or build the model with dtype={X.dtype}")
+    if device is not None and X.device != device:
+        raise ValueError(f"{name} is on {X.device} but the model is on {device}: pass "
+                         f"{name}.to({str(device)!r}), or move the model with model.to({str(X.device)!r})")
     if X.dim() == 2:
         X = X.unsqueeze(0)
     if X.dim() != 3:
@@ -191,10 +253,11 @@ class Transformer(nn.Module):
         self.d_out = _check_positive_int("d_out", d_out)
         self.n_layers = _check_positive_int("n_layers", n_layers)
         self.tau = _check_positive("tau", math.sqrt(d_qk) if tau is None else tau)
-        beta = float(beta)
-        if not math.isfinite(beta):
-            raise ValueError(f"beta must be finite, got {beta!r}")
-        self.beta = beta
+        beta = check_beta(beta)
+        self.beta = float(beta.detach()) if isinstance(beta, torch.Tensor) else beta
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise ValueError(f"dtype must be a floating-point torch dtype such as torch.float64, got {dtype!r}")
+        device = check_device(device)
         if not callable(activation):
             raise ValueError(f"activation must be a callable such as torch.tanh, got {activation!r}")
         self.activation = activation
@@ -233,10 +296,12 @@ class Transformer(nn.Module):
 
         With ``return_all=True`` it returns a :class:`ModelOutput` that also holds every
         block's attention-layer output ``Z`` and the features ``H`` that enter ``W_U``.
-        ``beta`` overrides the model's residual strength for this call.
+        ``beta`` overrides the model's residual strength for this call; it is checked like the
+        constructor's (:func:`check_beta`).
         """
-        X = check_input(X, self.d)
-        beta = self.beta if beta is None else beta
+        W_U = self.W_U
+        X = check_input(X, self.d, dtype=W_U.dtype, device=W_U.device)
+        beta = self.beta if beta is None else check_beta(beta)
         Zs = []
         H = X
         for blk in self.blocks:

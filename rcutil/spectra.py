@@ -10,7 +10,9 @@ batched SVD (:mod:`rcutil.linalg`). Shapes:
 * the theory's matrix is the stacked ``(N n) x d`` one (:func:`stack`).
 
 Equation labels refer to the chapter ``singular-values`` (prefix ``sv-``) and
-``rank-collapse`` (prefix ``rc-``).
+``rank-collapse`` (prefix ``rc-``). The lower bound for any ``W_V`` near uniform attention,
+eq. ``rc-centred``, is :func:`rcutil.experiments.rank_collapse.centred_lower_bound`; it uses
+:func:`uniform_deviation` from here.
 """
 from __future__ import annotations
 

@@ -21,9 +21,10 @@ def apply_environment() -> None:
     """Set torch's thread count from ``$RCUTIL_TORCH_THREADS`` when it is given."""
     value = os.environ.get(ENV_VAR, "").strip()
     if value:
-        n = int(value)
+        n = int(value) if value.isdecimal() else 0
         if n < 1:
-            raise ValueError(f"{ENV_VAR} must be a positive integer, got {value!r}")
+            raise ValueError(f"{ENV_VAR} must be a positive integer (torch's thread count), got "
+                             f"{value!r}: set it to 1, 2, ... or unset it for torch's default")
         torch.set_num_threads(n)
 
 

@@ -49,6 +49,9 @@ def _check_targets(model, X, Y):
     expected = (X.shape[0], X.shape[1], model.d_out)
     if tuple(Y.shape) != expected:
         raise ValueError(f"Y has shape {tuple(Y.shape)}, expected {expected} (N, n, d_out)")
+    if Y.dtype != X.dtype or Y.device != X.device:
+        raise ValueError(f"Y is {Y.dtype} on {Y.device} but X is {X.dtype} on {X.device}: pass "
+                         f"Y.to(X) so that both match the model")
     if not torch.isfinite(Y).all():
         raise ValueError("Y contains NaN or inf")
     return Y
@@ -62,16 +65,20 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
     ``||grad Phi(theta_t)||``. If the loss or the gradient stops being finite it raises
     :class:`TrainingDiverged`, naming the step and suggesting a smaller ``mu``.
     """
-    from .model import check_input, squared_loss  # local: keeps the import graph flat
+    from .model import as_number, check_input, squared_loss  # local: keeps the import graph flat
 
-    mu = float(mu)
+    mu = as_number("mu (the step size)", mu, "a finite positive number")
     if not math.isfinite(mu) or mu <= 0:
         raise ValueError(f"mu (the step size) must be a finite positive number, got {mu!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    X = check_input(X, model.d)
+    W_U = model.W_U
+    X = check_input(X, model.d, dtype=W_U.dtype, device=W_U.device)
     Y = _check_targets(model, X, Y)
     params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("every parameter of the model is frozen (requires_grad=False), so gradient "
+                         "descent has nothing to train: unfreeze some, e.g. model.requires_grad_(True)")
     hist = History(step_size=mu)
     for t in tqdm(range(steps + 1), desc=desc, disable=not progress, leave=False):
         out = model(X, return_all=True)

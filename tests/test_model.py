@@ -89,7 +89,7 @@ def test_gradcheck_every_block():
     (dict(n_layers=0), "n_layers must be a positive integer"),
     (dict(tau=0.0), "tau must be a finite positive"),
     (dict(tau=math.inf), "tau must be a finite positive"),
-    (dict(beta=math.nan), "beta must be finite"),
+    (dict(beta=math.nan), "beta must be in \\[0, 1\\]"),
     (dict(activation="relu"), "activation must be a callable"),
     (dict(W_U_init="ones"), "W_U_init"),
 ])

@@ -176,7 +176,8 @@ def test_shape_mismatch_names_the_file_and_the_tensor(checkpoint):
 
 def test_size_is_checked_against_the_announced_length(tmp_path, monkeypatch):
     """A server that announces another length than the pinned size: nothing is downloaded."""
-    monkeypatch.setenv("RCUTIL_DATA_DIR", str(tmp_path / "none"))
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("RCUTIL_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("RCUTIL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(data, "ASSETS", {})
     src = tmp_path / "server" / "model.safetensors"
@@ -191,7 +192,8 @@ def test_size_is_checked_against_the_announced_length(tmp_path, monkeypatch):
 
 
 def test_offline_error_names_the_url_and_where_to_put_the_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("RCUTIL_DATA_DIR", str(tmp_path / "none"))
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("RCUTIL_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("RCUTIL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(data, "ASSETS", {})
     url = (tmp_path / "unreachable" / "model.safetensors").as_uri()

@@ -1,14 +1,23 @@
 """The report joins the experiments' own claims; it adds and changes none."""
+import re
+from pathlib import Path
+
 from rcutil import experiments, report
 from rcutil.claims import DEVIATION, Claim
 
 
 def test_registry_lists_every_experiment_module_in_book_order():
-    names = experiments.available()
-    assert names == ["model", "lipschitz", "singular-values", "convergence", "rank-collapse", "jena", "sst2"]
-    for e in experiments.registry():
+    folder = Path(experiments.__file__).parent
+    files = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    entries = experiments.registry()
+    assert sorted(e.module.rsplit(".", 1)[-1] for e in entries) == files
+    assert {"model", "lipschitz", "singular-values", "convergence", "rank-collapse", "jena", "sst2"} <= {
+        e.name for e in entries}
+    assert [e.order for e in entries] == sorted(e.order for e in entries)
+    for e in entries:
         module = experiments.load(e.name)
-        assert module.NAME == e.name and module.CHAPTER == e.chapter and "$" not in e.title
+        assert module.NAME == e.name and module.CHAPTER == e.chapter
+        assert not re.search(r"[$\\{}]", e.title), f"{e.name}: TITLE is link text, plain text only: {e.title!r}"
 
 
 def test_report_statuses_are_the_chapters_own_claims(monkeypatch):

@@ -32,7 +32,7 @@ SETTINGS = {
 
 
 def make_problem(settings: dict, *, beta: float = 1.0, device="cpu", dtype=torch.float64):
-    """A model and a regression problem ``(X, Y)`` of the sizes in ``s``, all from ``settings["seed"]``."""
+    """A model and a regression problem ``(X, Y)`` of the sizes in ``settings``, all from its ``seed``."""
     gen = torch.Generator().manual_seed(settings["seed"])
     X = torch.randn(settings["N"], settings["n"], settings["d"], generator=gen, dtype=torch.float64)
     Y = torch.randn(settings["N"], settings["n"], settings["d_out"], generator=gen, dtype=torch.float64)
@@ -81,10 +81,13 @@ def finite_difference_errors(model: Transformer, X, Y, eps: float) -> dict[str, 
     return errors
 
 
-def gradcheck_blocks(model: Transformer, X, Y) -> dict[str, bool]:
-    """``torch.autograd.gradcheck`` of Phi as a function of each parameter block alone."""
+def gradcheck_blocks(model: Transformer, X, Y, names=None) -> dict[str, bool]:
+    """``torch.autograd.gradcheck`` of Phi as a function of each parameter block alone (of the
+    blocks in ``names``, default all)."""
     out = {}
     for name, p in model.named_parameters():
+        if names is not None and name not in names:
+            continue
         def phi(W, name=name):
             params = {n: (W if n == name else q.detach()) for n, q in model.named_parameters()}
             return squared_loss(torch.func.functional_call(model, params, (X,)), Y)
@@ -122,6 +125,35 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
         "variant_max_abs_diff": variant,
         "gd": gd,
     }
+
+
+def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
+    """The cost of :func:`run` before running it (``python -m rcutil model --estimate``).
+
+    Times, on ``device`` and with the profile's sizes, one loss evaluation (central finite
+    differences take two per parameter entry), ``torch.autograd.gradcheck`` on the smallest
+    block (per entry; it also perturbs every entry twice) and ten GD steps.
+    """
+    from ..estimate import Part, peak_memory, seconds_per_call
+
+    settings = settings_for(SETTINGS, profile)
+    model, X, Y = make_problem(settings, device=device)
+    entries = sum(p.numel() for p in model.parameters())
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else None
+    with peak_memory(device) as peak, torch.no_grad():
+        seconds = seconds_per_call(lambda: model.loss(X, Y), sync=sync)
+    parts = [Part("finite differences", entries, "parameter entry", 2 * seconds, peak.bytes)]
+
+    name, smallest = min(model.named_parameters(), key=lambda item: item[1].numel())
+    with peak_memory(device) as peak:
+        seconds = seconds_per_call(lambda: gradcheck_blocks(model, X, Y, names={name}), repeats=1, sync=sync)
+    parts.append(Part("gradcheck", entries, "parameter entry", seconds / smallest.numel(), peak.bytes))
+
+    with peak_memory(device) as peak:   # ten steps in one call, as in the run
+        seconds = seconds_per_call(lambda: gradient_descent(model, X, Y, mu=settings["mu"], steps=9), sync=sync) / 10
+    parts.append(Part("gradient descent", len(settings["betas"]) * (settings["steps"] + 1), "GD step",
+                      seconds, peak.bytes))
+    return parts
 
 
 def claims(result: dict) -> list[Claim]:

@@ -14,8 +14,10 @@ Chapter :ref:`rank-collapse`. Three parts, all in :func:`run`:
 Keys of the result: ``collapse_scaling`` (the scaling under which the book shows the
 collapse); ``scalings`` (scaling -> one row per ``d_QK`` with ``d_qk``, ``sigma_min_attn``,
 ``sigma_min_residual`` (beta = 1), ``effective_rank_attn``, ... as means over seeds);
-``per_seed`` (the raw values behind the bands); ``training`` (beta -> loss history, keyed
-``"0"`` and ``"1"``, the beta value formatted with ``%g``); ``training_sigma_min`` (same keys);
+``per_seed`` (the raw values behind the bands, and the bound of eq. ``rc-centred``);
+``inputs`` (per seed: ``sigma_min`` of the input and of the centred input, ``||X||``,
+``||W_V||``); ``training`` (beta -> loss history, keyed ``"0"`` and ``"1"``, the beta value
+formatted with ``%g``); ``training_sigma_min`` (same keys);
 ``training_floor`` (the loss left by outputs that are constant over each sample's tokens);
 ``depth``; ``settings``; ``seeds``.
 """
@@ -30,9 +32,9 @@ from tqdm.auto import tqdm
 
 from .. import plotting
 from ..claims import Claim, status
-from ..model import Transformer, attention, beta_key, squared_loss
+from ..model import Transformer, attention, attention_weights, beta_key, squared_loss
 from ..profiles import settings_for
-from ..spectra import SCALINGS, nested_score_products, random_inputs, spectrum, temperature
+from ..spectra import SCALINGS, nested_score_products, random_inputs, spectrum, temperature, uniform_deviation
 from ..threads import torch_threads
 from ..train import gradient_descent
 
@@ -65,17 +67,34 @@ SETTINGS = {
 
 
 # --------------------------------------------------------------------------- d_QK sweep
+def centred_lower_bound(X: torch.Tensor, W_V: torch.Tensor, deviation: torch.Tensor, beta: float) -> torch.Tensor:
+    """Eq. ``rc-centred``: ``sigma_min(Attn(X) + beta X) >= beta sigma_min(X~) - delta ||X||_2 ||W_V||_2``.
+
+    ``X~`` is the stacked input with each sample's mean token removed, ``delta`` the largest
+    distance ``||P_p - U||_2`` of an attention matrix from uniform attention (one value per
+    ``d_QK``, shape ``(V,)``); valid for every ``W_V``. ``X`` has shape ``(1, N, n, d)``.
+    """
+    centred = X - X.mean(dim=-2, keepdim=True)
+    return beta * spectrum(centred)["sigma_min"] - deviation * spectrum(X)["sigma_max"] \
+        * torch.linalg.matrix_norm(W_V, ord=2)
+
+
 def sweep(settings: dict, *, progress: bool = False) -> dict:
     """sigma_min and effective rank of ``Attn(X) + beta X`` over d_QK, seeds and scalings.
 
-    Returns ``{"d_qk": [...], "per_seed": {scaling: {quantity: array (betas, seeds, d_qk)}}}``
-    with quantities ``sigma_min``, ``effective_rank`` (per sample, averaged over samples) and
-    ``max_weight`` (mean over rows of the largest attention weight; beta-independent, stored
-    with a leading axis of 1).
+    Returns ``{"d_qk": [...], "per_seed": {scaling: {quantity: array (betas, seeds, d_qk)}},
+    "inputs": {quantity: array (seeds,)}}``. The per-seed quantities are ``sigma_min``,
+    ``effective_rank`` (per sample, averaged over samples), ``centred_lower`` (the bound of eq.
+    ``rc-centred``) and, beta-independent and stored with a leading axis of 1, ``max_weight``
+    (mean over rows of the largest attention weight) and ``deviation`` (``max_p ||P_p - U||_2``);
+    ``inputs`` holds each seed's ``sigma_min(X)``, ``sigma_min(X~)`` of the centred input,
+    ``||X||_2`` and ``||W_V||_2``.
     """
     d_qk = [2**k for k in range(settings["max_log2_d_qk"] + 1)]
     I = torch.eye(settings["d"], dtype=torch.float64)
-    per_seed = {name: {"sigma_min": [], "effective_rank": [], "max_weight": []} for name in SCALINGS}
+    quantities = ("sigma_min", "effective_rank", "centred_lower", "max_weight", "deviation")
+    per_seed = {name: {q: [] for q in quantities} for name in SCALINGS}
+    inputs = {"sigma_min": [], "sigma_min_centred": [], "norm": [], "norm_W_V": []}
     seeds = [settings["seed"] + s for s in range(settings["seeds"])]
     for seed in tqdm(seeds, desc="d_QK sweep", disable=not progress, leave=False):
         X = random_inputs(1, settings["N"], settings["n"], settings["d"], seed=seed)          # (1, N, n, d)
@@ -83,17 +102,25 @@ def sweep(settings: dict, *, progress: bool = False) -> dict:
         W_V = torch.randn(settings["d"], settings["d"], generator=gen, dtype=torch.float64) / math.sqrt(settings["d"])
         # W_Q W_K^T for every d_QK, (V, 1, d, d): X W_Q (X W_K)^T = X (W_Q W_K^T) X^T
         M = nested_score_products(settings["d"], d_qk, seed=20_000 + seed).unsqueeze(1)
+        inputs["sigma_min"].append(spectrum(X)["sigma_min"][0])
+        inputs["sigma_min_centred"].append(spectrum(X - X.mean(dim=-2, keepdim=True))["sigma_min"][0])
+        inputs["norm"].append(spectrum(X)["sigma_max"][0])
+        inputs["norm_W_V"].append(torch.linalg.matrix_norm(W_V, ord=2))
         for name in SCALINGS:
             tau = torch.tensor([temperature(name, v) for v in d_qk], dtype=torch.float64).view(-1, 1, 1, 1)
             A = attention(X, M, I, W_V, tau)                                     # (V, N, n, d)
             Z = torch.stack([A + b * X for b in BETAS])                           # (B, V, N, n, d)
             spec = spectrum(Z, per_sample=True)
-            per_seed[name]["sigma_min"].append(spec["sigma_min"])
-            per_seed[name]["effective_rank"].append(spec["effective_rank_per_sample"])
-            P = torch.softmax((X @ M) @ X.transpose(-1, -2) / tau, dim=-1)
-            per_seed[name]["max_weight"].append(P.amax(dim=-1).mean(dim=(-2, -1)).unsqueeze(0))
+            delta = uniform_deviation(X, M, I, tau)                               # (V,)
+            found = per_seed[name]
+            found["sigma_min"].append(spec["sigma_min"])
+            found["effective_rank"].append(spec["effective_rank_per_sample"])
+            found["centred_lower"].append(torch.stack([centred_lower_bound(X, W_V, delta, b) for b in BETAS]))
+            P = attention_weights(X, M, I, tau)
+            found["max_weight"].append(P.amax(dim=-1).mean(dim=(-2, -1)).unsqueeze(0))
+            found["deviation"].append(delta.unsqueeze(0))
     out = {name: {q: torch.stack(v, dim=1).numpy() for q, v in qs.items()} for name, qs in per_seed.items()}
-    return {"d_qk": d_qk, "per_seed": out}
+    return {"d_qk": d_qk, "per_seed": out, "inputs": {q: torch.stack(v).numpy() for q, v in inputs.items()}}
 
 
 def rows(d_qk: list[int], per_seed: dict) -> list[dict]:
@@ -109,6 +136,7 @@ def rows(d_qk: list[int], per_seed: dict) -> list[dict]:
             "effective_rank_attn": float(er[b["0"], :, j].mean()),
             "sigma_min": {k: float(sm[i, :, j].mean()) for k, i in b.items()},
             "effective_rank": {k: float(er[i, :, j].mean()) for k, i in b.items()},
+            "centred_lower": {k: float(per_seed["centred_lower"][i, :, j].mean()) for k, i in b.items()},
             "mean_max_weight": float(mw[0, :, j].mean()),
         })
     return out
@@ -119,31 +147,41 @@ def acceptance(result: dict) -> dict:
 
     ``ratio``: sigma_min(Attn X) / sigma_min(Attn X + X) at the largest d_QK (must be < 1e-3);
     ``last_decade``: the mean sigma_min(Attn X) at every d_QK in ``[max/10, max]``;
-    ``falling``: whether they strictly decrease.
+    ``falling``: whether they strictly decrease; ``centred_lower``: the smallest over seeds of
+    the lower bound of eq. ``rc-centred`` on sigma_min(Attn X + X) at the largest d_QK (must be
+    positive); ``bound_holds``: whether that bound holds for every seed, d_QK, beta and scaling.
     """
     table = result["scalings"][result["collapse_scaling"]]
     last = table[-1]
     decade = [r["sigma_min_attn"] for r in table if r["d_qk"] >= last["d_qk"] / 10]
+    one = list(result["betas"]).index(1.0)
+    lower = np.asarray(result["per_seed"][result["collapse_scaling"]]["centred_lower"])[one, :, -1]
+    holds = all((np.asarray(ps["centred_lower"]) <= np.asarray(ps["sigma_min"]) * (1 + 1e-10)).all()
+                for ps in result["per_seed"].values())
     return {
         "d_qk": last["d_qk"],
         "ratio": last["sigma_min_attn"] / last["sigma_min_residual"],
         "last_decade": decade,
         "falling": len(decade) >= 2 and all(b < a for a, b in zip(decade, decade[1:])),
+        "centred_lower": float(lower.min()),
+        "bound_holds": bool(holds),
     }
 
 
 def claims(result: dict) -> list[Claim]:
-    """"Without the residual the attention output collapses as d_QK grows": under
-    ``collapse_scaling`` the ratio of :func:`acceptance` is below 1e-3 and still falling."""
+    """"Without the residual the attention output collapses as d_QK grows, with it sigma_min
+    stays positive": under ``collapse_scaling`` the ratio of :func:`acceptance` is below 1e-3
+    and still falling, and the bound of eq. ``rc-centred`` holds and is positive."""
     acc = acceptance(result)
     return [Claim(
-        "rank-collapse", "Rank collapse as d_QK -> infinity",
+        "rank-collapse", "Rank collapse as d_QK → ∞",
         "without the residual the attention output collapses (sigma_min -> 0) as d_QK grows; "
         "with it, Z = Attn(X) + X keeps sigma_min(Z) > 0",
         f"under {result['collapse_scaling']}, at d_QK = {acc['d_qk']}: sigma_min(Attn X) / "
         f"sigma_min(Attn X + X) = {acc['ratio']:.1e}, still falling over the last decade: "
-        f"{acc['falling']}",
-        status(acc["ratio"] < 1e-3 and acc["falling"]),
+        f"{acc['falling']}; sigma_min(Attn X + X) >= {acc['centred_lower']:.2f} on every seed "
+        f"(the book's bound for any W_V, which holds everywhere: {acc['bound_holds']})",
+        status(acc["ratio"] < 1e-3 and acc["falling"] and acc["bound_holds"] and acc["centred_lower"] > 0),
         "the collapse needs scores that vanish (d_QK s^4 / tau^2 -> 0, e.g. tau = d_QK); with "
         "tau = sqrt(d_QK) it does not happen, which the chapter shows",
         CHAPTER)]
@@ -239,11 +277,41 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
         "d_qk": sw["d_qk"],
         "scalings": {name: rows(sw["d_qk"], ps) for name, ps in sw["per_seed"].items()},
         "per_seed": {name: {q: v.tolist() for q, v in ps.items()} for name, ps in sw["per_seed"].items()},
+        "inputs": {q: v.tolist() for q, v in sw["inputs"].items()},
         "training": {k: h.loss for k, h in hist.items()},
         "training_sigma_min": {k: h.sigma_min for k, h in hist.items()},
         "training_floor": per_sample_floor(training_problem(settings)[1]),
         "depth": {name: r.tolist() for name, r in depth.items()},
     }
+
+
+def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
+    """The cost of :func:`run` before running it (``python -m rcutil rank-collapse --estimate``).
+
+    Times, with the profile's real sizes, one seed of the d_QK sweep (up to the largest
+    d_QK), one GD step of the training runs (``2 (train_steps + 1)`` of them) and the two depth
+    stacks. Like :func:`run`, it computes on the CPU whatever ``device`` says.
+    """
+    from ..estimate import Part, peak_memory, seconds_per_call
+
+    settings = settings_for(SETTINGS, profile)
+    where = "" if str(device) == "cpu" else " (on the cpu)"
+    X, Y = training_problem(settings)
+    model = Transformer(settings["d"], settings["train_d_qk"], settings["train_d_F"], settings["train_d_out"],
+                        tau=temperature(COLLAPSE_SCALING, settings["train_d_qk"]), seed=settings["seed"])
+    parts = []
+    with torch_threads(1):
+        with peak_memory("cpu") as peak:
+            seconds = seconds_per_call(lambda: sweep(dict(settings, seeds=1)), repeats=1)
+        parts.append(Part("d_QK sweep" + where, settings["seeds"], "seed", seconds, peak.bytes))
+        with peak_memory("cpu") as peak:   # ten steps in one call, as in the run
+            seconds = seconds_per_call(lambda: gradient_descent(model, X, Y, mu=settings["train_mu"], steps=9)) / 10
+        parts.append(Part("training, beta = 0 and 1" + where, 2 * (settings["train_steps"] + 1), "GD step",
+                          seconds, peak.bytes))
+        with peak_memory("cpu") as peak:
+            seconds = seconds_per_call(lambda: depth_collapse(settings), repeats=1)
+        parts.append(Part("depth" + where, 1, "both stacks", seconds, peak.bytes))
+    return parts
 
 
 # --------------------------------------------------------------------------- figures
@@ -262,7 +330,7 @@ def plot_sweep(result: dict):
                      else rf"Attn$(X) + {beta:g}X$")
             plotting.band(axes[0, c], x, np.asarray(ps["sigma_min"])[i], color=color, label=label, log=True)
             plotting.band(axes[1, c], x, np.asarray(ps["effective_rank"])[i], color=color, label=label, log=True)
-        tau = {"tau=d_qk": r"$\tau = d_{QK}$", "tau=sqrt(d_qk)": r"$\tau = \sqrt{d_{QK}}$",
+        tau = {"tau=d_qk": r"$\tau = d_{QK}$", "tau=sqrt(d_qk)": r"$\tau = d_{QK}^{1/2}$",
                "tau=1": r"$\tau = 1$"}.get(name, name)
         axes[0, c].set_title(tau)
         axes[1, c].set_xlabel(r"$d_{QK}$")

@@ -7,6 +7,7 @@ sigma_min(Z), kappa(Z) and Weyl's lower bound (eq. ``sv-weyl-min``) for
 """
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -51,22 +52,57 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
         return beta_sweep(settings) | {"computed_on": "cpu"}
 
 
+def regimes(settings: dict) -> tuple[tuple[str, int, str], ...]:
+    """``(name, d_QK, scaling)`` of the sweep's two regimes."""
+    return (("tau=sqrt(d_qk)", settings["d_qk"], "tau=sqrt(d_qk)"),
+            ("tau=d_qk, collapsed", settings["collapsed_d_qk"], "tau=d_qk"))
+
+
+def regime_sweep(settings: dict, X: torch.Tensor, betas: torch.Tensor, d_qk: int, scaling: str) -> dict:
+    """sigma_min(Z), kappa(Z) and Weyl's lower bound (eq. ``sv-weyl-min``) against beta, for
+    ``Z = Attn(X) + beta X`` with fresh random weights of width ``d_QK``."""
+    W_Q, W_K, W_V = random_attention_weights(X.shape[0], settings["d"], d_qk, seed=settings["seed"] + 1)
+    A = attention_from_product(X, W_Q, W_K, W_V, temperature(scaling, d_qk))
+    spec = residual_spectra(A, X, betas.tolist())
+    lower = weyl_bounds(A, X, betas.view(-1, 1))["min_lower"]   # every beta at once
+    return {"d_qk": d_qk, "sigma_min": spec["sigma_min"], "kappa": spec["kappa"], "weyl_lower": lower}
+
+
 def beta_sweep(settings: dict) -> dict:
     """sigma_min(Z), kappa(Z) and Weyl's lower bound against beta, in both regimes."""
     betas = torch.linspace(0.0, 1.0, settings["betas"], dtype=torch.float64)
     X = random_inputs(settings["sweep_instances"], settings["N"], settings["n"], settings["d"],
                       seed=settings["seed"])
     out = {"settings": settings, "betas": betas.tolist(), "regimes": {}}
-    for name, d_qk, scaling in (("tau=sqrt(d_qk)", settings["d_qk"], "tau=sqrt(d_qk)"),
-                                ("tau=d_qk, collapsed", settings["collapsed_d_qk"], "tau=d_qk")):
-        W_Q, W_K, W_V = random_attention_weights(settings["sweep_instances"], settings["d"], d_qk,
-                                                 seed=settings["seed"] + 1)
-        A = attention_from_product(X, W_Q, W_K, W_V, temperature(scaling, d_qk))
-        spec = residual_spectra(A, X, betas.tolist())
-        lower = weyl_bounds(A, X, betas.view(-1, 1))["min_lower"]   # eq. sv-weyl-min, every beta
-        out["regimes"][name] = {"d_qk": d_qk, "sigma_min": spec["sigma_min"],
-                                "kappa": spec["kappa"], "weyl_lower": lower}
+    for name, d_qk, scaling in regimes(settings):
+        out["regimes"][name] = regime_sweep(settings, X, betas, d_qk, scaling)
     return out
+
+
+def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
+    """The cost of :func:`run` before running it (``python -m rcutil singular-values --estimate``).
+
+    Each regime is one batched computation over all ``sweep_instances`` draws, whose time and
+    memory grow in proportion to the number of draws: it is timed on the first
+    ``min(sweep_instances, 100)`` draws with every beta, and both figures are scaled up. Like
+    :func:`run`, it computes on the CPU whatever ``device`` says.
+    """
+    from ..estimate import Part, peak_memory, seconds_per_call
+
+    settings = settings_for(SETTINGS, profile)
+    where = "" if str(device) == "cpu" else " (on the cpu)"
+    draws = min(settings["sweep_instances"], 100)
+    scale = settings["sweep_instances"] / draws
+    betas = torch.linspace(0.0, 1.0, settings["betas"], dtype=torch.float64)
+    X = random_inputs(draws, settings["N"], settings["n"], settings["d"], seed=settings["seed"])
+    parts = []
+    with torch_threads(1):
+        for name, d_qk, scaling in sorted(regimes(settings), key=lambda r: -r[1]):   # largest first
+            with peak_memory("cpu") as peak:
+                seconds = seconds_per_call(partial(regime_sweep, settings, X, betas, d_qk, scaling), repeats=1)
+            parts.append(Part(f"{name}{where}", 1, f"{settings['sweep_instances']} draws",
+                              seconds * scale, int(peak.bytes * scale)))
+    return parts
 
 
 def claims(result: dict) -> list[Claim]:
@@ -86,8 +122,9 @@ def claims(result: dict) -> list[Claim]:
         f"collapsed attention (tau = d_QK = {collapsed['d_qk']}): median sigma_min(Z) at beta = 0 "
         f"is {smin0:.2e}; the smallest over all draws at beta = 1 is {smin1:.3g}",
         status(smin1 > 0 and smin1 > 100 * smin0, deviation=True),
-        "the exact statement is the book's: sigma_min(Z) >= (beta - ||P - U||) sigma_min(X) "
-        "for W_V = I, and eigenvalues 1 and 2 in the uniform case",
+        "the exact statements are the book's: sigma_min(Z) >= (beta - ||P - U||) sigma_min(X) "
+        "for W_V = I, eigenvalues 1 and 2 in the uniform case, and, for the Gaussian W_V of this "
+        "sweep, sigma_min(Z) >= beta sigma_min(X centred) - ||P - U|| ||X|| ||W_V||",
         CHAPTER)]
 
 
@@ -104,7 +141,7 @@ def plot_beta_sweep(result: dict, axes=None):
         fig = axes[0].figure
     betas = np.asarray(result["betas"])
     for color, (name, reg) in zip(plotting.colors(2), result["regimes"].items()):
-        tau = r"$\tau = d_{QK}$" if name.startswith("tau=d_qk") else r"$\tau = \sqrt{d_{QK}}$"
+        tau = r"$\tau = d_{QK}$" if name.startswith("tau=d_qk") else r"$\tau = d_{QK}^{1/2}$"
         label = f"{tau}, $d_{{QK}} = {reg['d_qk']}$"
         plotting.band(axes[0], betas, np.asarray(reg["sigma_min"]).T, color=color, label=label, log=True)
         lower = np.median(np.asarray(reg["weyl_lower"]), axis=1)
