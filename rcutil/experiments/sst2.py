@@ -222,10 +222,13 @@ def train_step(model: GPT2Classifier, opt, sched, tokens, lengths, labels, *, gr
 
 
 @torch.no_grad()
-def evaluate(model: GPT2Classifier, tokens, lengths, labels, *, batch_size=256, device="cpu",
+def evaluate(model: GPT2Classifier, tokens, lengths, labels, *, batch_size=64, device="cpu",
              rank: bool = False, amp: torch.dtype | None = None) -> dict:
     """Loss, error (1 - accuracy) and, with ``rank``, the stable and effective ranks of the last
-    block's ``z`` stacked over all real (non-pad) tokens of the set."""
+    block's ``z`` stacked over all real (non-pad) tokens of the set.
+
+    The sentences go through in order of length, ``batch_size`` at a time, so that each batch
+    is padded to little more than its own sentences."""
     model.eval()
     order = torch.argsort(lengths)  # similar lengths together: little padding
     loss_sum = torch.zeros((), device=device)
