@@ -183,7 +183,11 @@ def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
 def derive(asset: Asset, dest: Path, *, progress: bool = True, allow_download: bool = True) -> Path:
     """Make the derived ``asset`` at ``dest`` atomically from its source, found with :func:`find`
     (so downloaded when missing and ``allow_download``); verify it; return ``dest``."""
-    source = find(asset.source, progress=progress, allow_download=allow_download)
+    try:
+        source = find(asset.source, progress=progress, allow_download=allow_download)
+    except DataError as exc:
+        raise DataError(f"{asset.relpath} is made from {asset.source}, which is not available: "
+                        f"{exc}") from exc
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".derive-"))
     try:

@@ -19,8 +19,8 @@ ten minutes; dates are written ``%d.%m.%Y %H:%M:%S``. The book's pipeline (chapt
    * gaps (steps longer than ten minutes) are reported, not filled.
 
    Sorting and de-duplication are for a few stray rows: when more than
-   :data:`MAX_DISORDER_FRACTION` of the rows are out of order or repeated, the file is not the
-   canonical one and :class:`JenaFormatError` says so.
+   :data:`MAX_DISORDER_FRACTION` of the rows (and more than :data:`MAX_DISORDER_ROWS`) are out
+   of order or repeated, the file is not the canonical one and :class:`JenaFormatError` says so.
 3. the first ``train_fraction`` of the cleaned rows is the training part; :func:`normalisation`
    takes mean and standard deviation from that part only;
 4. :func:`make_windows` samples the series (every ``sampling``-th row), cuts ``N`` windows
@@ -83,9 +83,11 @@ RANGES = {
     "max. wv (m/s)": (0.0, 120.0),
     "wd (deg)": (0.0, 360.0),
 }
-#: At most this share of the rows may be out of time order or repeat a timestamp; they are
-#: then sorted and de-duplicated (see :func:`clean`). More is an error.
+#: At most this share of the rows (and in any case :data:`MAX_DISORDER_ROWS` rows) may be out
+#: of time order or repeat a timestamp; they are then sorted and de-duplicated (see
+#: :func:`clean`). More is an error: the file is not the canonical one.
 MAX_DISORDER_FRACTION = 0.01
+MAX_DISORDER_ROWS = 10
 
 FULL_FILE = "jena_climate/jena_climate_2009_2016.csv"
 FIXTURE_FILE = "jena_climate/jena_climate_2009_2016_head154.csv"
@@ -409,17 +411,19 @@ def clean(table: JenaTable) -> tuple[JenaTable, dict]:
     into order), ``duplicates`` (rows dropped for repeating a timestamp) and how many of those
     differed from the row kept (``duplicates_differing``), ``sentinels_replaced`` per column,
     and the :func:`gaps` of the result. Raises :class:`JenaFormatError` when more than
-    :data:`MAX_DISORDER_FRACTION` of the rows are out of order or repeated.
+    :data:`MAX_DISORDER_FRACTION` of the rows (and more than :data:`MAX_DISORDER_ROWS`) are out of
+    order or repeated.
     """
     times, values = table.times, table.values
     lines = table.lines if table.lines is not None else np.arange(2, len(times) + 2)
     order_report = time_order(times)
     disorder = order_report["out_of_order"] + order_report["duplicates"]
-    if disorder > MAX_DISORDER_FRACTION * max(len(times), 1):
+    if disorder > max(MAX_DISORDER_ROWS, MAX_DISORDER_FRACTION * len(times)):
         i = order_report["first"]
         raise JenaFormatError(
             f"{table.path}: {disorder:,} of {len(times):,} rows are out of time order or repeat a "
-            f"timestamp (more than {MAX_DISORDER_FRACTION:.0%}, the most the cleaning sorts out); "
+            f"timestamp (the cleaning sorts out at most {MAX_DISORDER_FRACTION:.0%} of the rows, or "
+            f"{MAX_DISORDER_ROWS}); "
             f"the first is line {int(lines[i])}, {times[i]} after {times[i - 1]}. The rows of "
             f"jena_climate_2009_2016.csv run forward in time. " + _RESTORE)
     order = np.argsort(times, kind="stable")
