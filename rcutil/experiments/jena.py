@@ -434,6 +434,8 @@ def summarise(hist: dict, settings: dict) -> list[dict]:
                 "sigma_min": float(rec["sigma_min"][sl].min(axis=1).mean()),
                 "norm": float(rec["norm"][sl].max(axis=1).mean()),
                 "floor_units": float(floor_units(rec["sigma_min"][sl], spectral, precision).mean()),
+                "sigma_min_per_seed": rec["sigma_min"][sl].tolist(),
+                "norm_per_seed": rec["norm"][sl].tolist(),
             }
         runs.append({
             "beta": float(beta),
