@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import torch
 
 import rcutil  # noqa: F401  (thread policy before numpy)
+from rcutil.estimate import seconds_per_call
 from rcutil.experiments import jena
 from rcutil.profiles import PROFILES, settings_for
 
@@ -50,22 +50,7 @@ def matmul_peak(size: int, repeats: int = 5) -> float:
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(size, size, generator=gen, dtype=torch.float64)
     b = torch.randn(size, size, generator=gen, dtype=torch.float64)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t0)
-    return 2 * size**3 / best
-
-
-def best_of(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return 2 * size**3 / seconds_per_call(lambda: a @ b, repeats=repeats)
 
 
 def main(argv=None) -> int:
@@ -95,11 +80,11 @@ def main(argv=None) -> int:
         peak = matmul_peak(args.peak_size)
         batched(1)  # warm-up
         loop(1)
-        per_step = {name: best_of(lambda fn=fn: fn(args.steps), args.repeats) / (args.steps + 1)
+        per_step = {name: seconds_per_call(lambda fn=fn: fn(args.steps), repeats=args.repeats,
+                                           warmup=0) / (args.steps + 1)
                     for name, fn in (("batched", batched), ("loop", loop))}
-        jena.sharpness(template, params, betas, X, Y, iterations=1)
-        lanczos = best_of(lambda: jena.sharpness(template, params, betas, X, Y, iterations=4),
-                          2) / 4
+        lanczos = seconds_per_call(lambda: jena.sharpness(template, params, betas, X, Y, iterations=4),
+                                   repeats=2) / 4
         peak_after = matmul_peak(args.peak_size)
     peak = max(peak, peak_after)
     flops = model_flops(settings, d)

@@ -137,12 +137,12 @@ def _paper_weights(template: Transformer, params: dict) -> dict:
 
 # --------------------------------------------------------------------------- the batched computation
 class Samples:
-    """The training set split into chunks of samples, with the transposes the gradient needs.
+    """The training set split into chunks of samples, with what the gradient needs of each.
 
     With ``chunked`` (the default) on the CPU, a chunk holds about :data:`CHUNK_BYTES` of
     intermediates for all B models, so that they stay in cache; otherwise there is one chunk.
     The loss and the gradient are sums over samples, so the chunks only change the order of a
-    sum.
+    sum. Each chunk is ``(X, X^T per sample, X^T stacked, -Y stacked)``.
     """
 
     def __init__(self, X: torch.Tensor, Y: torch.Tensor, n_models: int, d_F: int, *,
@@ -155,7 +155,7 @@ class Samples:
         for a in range(0, N, size):
             Xc = X[a:a + size].contiguous()
             self.chunks.append((Xc, Xc.mT.contiguous(), Xc.reshape(-1, d).T.contiguous(),
-                                Y[a:a + size].reshape(-1, Y.shape[-1])))
+                                -Y[a:a + size].reshape(-1, Y.shape[-1])))
 
 
 def _softmax_rows(S: torch.Tensor, fast: bool) -> torch.Tensor:
@@ -177,47 +177,57 @@ def _tanh(P: torch.Tensor, fast: bool) -> torch.Tensor:
     return P
 
 
-def _chunk_loss_and_grad(W: dict, beta: torch.Tensor, X, XT, X2T, Y2, tau: float, fast: bool):
-    """Eqs. ``jena-forward`` and ``jena-grad`` on one chunk of samples, for all B models.
+def _add_product(grad: dict, key: str, a: torch.Tensor, b: torch.Tensor, fast: bool) -> None:
+    """``grad[key] += a @ b``: in place when ``fast``, else as a new tensor (differentiable)."""
+    if not fast:
+        grad[key] = (torch.baddbmm if a.dim() == 3 else torch.addmm)(grad[key], a, b)
+    elif a.dim() == 3:
+        grad[key].baddbmm_(a, b)
+    else:
+        grad[key].addmm_(a, b)
+
+
+def _chunk_loss_and_grad(W: dict, b: torch.Tensor, M: torch.Tensor, chunk, grad: dict,
+                         fast: bool):
+    """Eqs. ``jena-forward`` and ``jena-grad`` on one chunk of samples, for all B models: adds
+    the chunk's ``Phi`` and gradient to ``grad`` (``grad["M"]`` is the gradient of ``M``, laid
+    out like ``M``) and returns the chunk's ``Z``.
 
     Layout: samples ``X`` (N, n, d) are shared by the models; attention quantities are kept
     as (N, n B, .) (token i of model b is row i B + b of sample p) so that every product with
     ``X_p`` is one matrix product per sample for all models; token-wise quantities are kept
-    as (B, N n, .), one matrix per model.
+    as (B, N n, .), one matrix per model. ``M`` is ``W_Q W_K^T / tau`` of every model side by
+    side, (d, B d); ``b`` is beta, (B, 1, 1).
     """
-    W_Q, W_K, W_V, W_1, W_2, W_U = (W[k] for k in WEIGHTS)
-    B, d = W_V.shape[0], W_V.shape[-1]
+    X, XT, X2T, minus_Y = chunk
+    B, d = W["W_V"].shape[0], W["W_V"].shape[-1]
     N, n, _ = X.shape
     X2 = X.reshape(N * n, d)
-    b = beta.view(B, 1, 1)
     # forward, eq. (jena-forward)
-    M = W_Q @ W_K.mT / tau                                          # (B, d, d)
-    U = X2 @ M.permute(1, 0, 2).reshape(d, B * d)                   # X_p M, all models
-    A = _softmax_rows(torch.bmm(U.view(N, n * B, d), XT), fast)     # softmax(X_p M X_p^T)
+    S = torch.bmm((X2 @ M).view(N, n * B, d), XT)                   # X_p M X_p^T, all models
+    A = _softmax_rows(S, fast)
     AX = torch.bmm(A, X)                                            # A_p X_p, (N, n B, d)
     AXm = AX.view(N * n, B, d).transpose(0, 1).contiguous()         # (B, N n, d)
-    Z = torch.baddbmm(b * X2, AXm, W_V)                             # Z = A X W_V + beta X
-    G = _tanh(torch.bmm(Z, W_1), fast)                              # G = tanh(Z W_1)
-    H = torch.bmm(G, W_2).addcmul_(b, Z)                            # H = G W_2 + beta Z
-    R = torch.bmm(H, W_U) - Y2                                      # R = H W_U - Y
-    loss = 0.5 * torch.linalg.vector_norm(R, dim=(1, 2)) ** 2
+    Z = torch.baddbmm(b * X2, AXm, W["W_V"])                        # Z = A X W_V + beta X
+    G = _tanh(torch.bmm(Z, W["W_1"]), fast)                         # G = tanh(Z W_1)
+    H = torch.bmm(G, W["W_2"]).addcmul_(b, Z)                       # H = G W_2 + beta Z
+    R = torch.baddbmm(minus_Y, H, W["W_U"])                         # R = H W_U - Y
+    _add_product(grad, "RR", R.mT, R, fast)                         # R^T R: its trace is 2 Phi
     # gradient, eq. (jena-grad)
-    dH = torch.bmm(R, W_U.mT)
-    dP = torch.bmm(dH, W_2.mT)
-    grad_W_2 = torch.bmm(G.mT, dH)
-    dP = dP.addcmul_(dP, G.mul_(G), value=-1) if fast else dP * (1 - G * G)   # dG (1 - G^2)
-    grad_W_1 = torch.bmm(Z.mT, dP)
-    dZ = torch.bmm(dP, W_1.mT).addcmul_(b, dH)
-    grad_W_V = torch.bmm(AXm.mT, dZ)
-    dAX = torch.bmm(dZ, W_V.mT).transpose(0, 1).contiguous().view(N, n * B, d)
+    _add_product(grad, "W_U", H.mT, R, fast)
+    dH = torch.bmm(R, W["W_U"].mT)
+    _add_product(grad, "W_2", G.mT, dH, fast)
+    dG = torch.bmm(dH, W["W_2"].mT)
+    dP = dG.addcmul_(dG, G.mul_(G), value=-1) if fast else dG * (1 - G * G)   # dG (1 - G^2)
+    _add_product(grad, "W_1", Z.mT, dP, fast)
+    dZ = torch.bmm(dP, W["W_1"].mT).addcmul_(b, dH)
+    _add_product(grad, "W_V", AXm.mT, dZ, fast)
+    dAX = torch.bmm(dZ, W["W_V"].mT).transpose(0, 1).contiguous().view(N, n * B, d)
     dA = torch.bmm(dAX, XT)                                         # dZ W_V^T X_p^T
     rows = (dAX * AX).sum(dim=-1, keepdim=True)                     # sum_j A_ij dA_ij
     dS = dA.sub_(rows).mul_(A) if fast else (dA - rows) * A         # softmax backward
-    dU = torch.bmm(dS, X).view(N * n, B * d)                        # dS_p X_p
-    grad_M = (X2T @ dU).view(d, B, d).permute(1, 0, 2)              # sum_p X_p^T dS_p X_p
-    grads = {"W_Q": grad_M @ W_K / tau, "W_K": grad_M.mT @ W_Q / tau, "W_V": grad_W_V,
-             "W_1": grad_W_1, "W_2": grad_W_2, "W_U": torch.bmm(H.mT, R)}
-    return loss, grads, Z
+    _add_product(grad, "M", X2T, torch.bmm(dS, X).view(N * n, B * d), fast)   # sum_p X_p^T dS_p X_p
+    return Z
 
 
 def loss_and_grad(W: dict, beta: torch.Tensor, samples: Samples, *, tau: float,
@@ -234,20 +244,17 @@ def loss_and_grad(W: dict, beta: torch.Tensor, samples: Samples, *, tau: float,
     """
     if fast is None:
         fast = beta.device.type == "cpu"
-    total, grads, Zs = None, None, []
-    for chunk in samples.chunks:
-        loss, g, Z = _chunk_loss_and_grad(W, beta, *chunk, tau, fast)
-        Zs.append(Z)
-        if total is None:
-            total, grads = loss, g
-        elif fast:
-            total.add_(loss)
-            for k in grads:
-                grads[k].add_(g[k])
-        else:
-            total = total + loss
-            grads = {k: grads[k] + g[k] for k in grads}
-    return total, grads, Zs
+    B, d = W["W_V"].shape[0], W["W_V"].shape[-1]
+    M = (W["W_Q"] @ W["W_K"].mT / tau).permute(1, 0, 2).reshape(d, B * d)
+    grad = {k: torch.zeros_like(v) for k, v in W.items() if k not in ("W_Q", "W_K")}
+    grad["M"] = torch.zeros_like(M)
+    grad["RR"] = beta.new_zeros(B, W["W_U"].shape[-1], W["W_U"].shape[-1])
+    Zs = [_chunk_loss_and_grad(W, beta.view(B, 1, 1), M, chunk, grad, fast)
+          for chunk in samples.chunks]
+    grad_M = grad.pop("M").view(d, B, d).permute(1, 0, 2)           # (B, d, d)
+    loss = 0.5 * torch.diagonal(grad.pop("RR"), dim1=1, dim2=2).sum(-1)   # 1/2 trace(R^T R)
+    grads = {"W_Q": grad_M @ W["W_K"] / tau, "W_K": grad_M.mT @ W["W_Q"] / tau, **grad}
+    return loss, {k: grads[k] for k in WEIGHTS}, Zs
 
 
 def stacked_singular_values(Zs: list[torch.Tensor]) -> torch.Tensor:
