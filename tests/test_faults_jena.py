@@ -223,6 +223,7 @@ def test_non_numeric_value_and_short_file_give_the_same_advice(tmp_path):
 
 
 # --------------------------------------------------------------------------- 12: divergence
+@pytest.mark.filterwarnings("ignore:.*encountered:RuntimeWarning")
 def test_diverging_sweep_names_the_setting_to_change():
     settings = dict(settings_for(jena.SETTINGS, "ci"), seeds=(0,), betas=(0.0, 1.0))
     gen = torch.Generator().manual_seed(0)

@@ -68,8 +68,10 @@ def test_batched_equals_loop_of_transformers(monkeypatch, chunk_bytes):
     assert hist["loss"][b][-1] < hist["loss"][b][0]
 
 
-def test_gradient_is_autograd_of_the_models_equations():
-    """eq. (jena-grad), both code paths, against autograd through rcutil.model.block."""
+def test_gradient_is_autograd_of_the_models_equations(monkeypatch):
+    """eq. (jena-grad) against automatic differentiation of rcutil.model.block, over several
+    chunks, and the autograd path itself (the step off the CPU) against the same."""
+    monkeypatch.setattr(jena, "CHUNK_BYTES", 1)
     s = dict(settings_for(jena.SETTINGS, "ci"), seeds=(0, 3), betas=(0.0, 0.3, 1.0))
     X, Y = synthetic(s, N=5, seed=2)
     template, params, betas, _ = jena.stacked_models(s)
@@ -79,14 +81,22 @@ def test_gradient_is_autograd_of_the_models_equations():
     loss = 0.5 * ((out @ W["W_U"][:, None] - Y) ** 2).sum(dim=(1, 2, 3))
     ref = torch.autograd.grad(loss.sum(), list(W.values()))
     samples = jena.Samples(X, Y, len(betas), s["d_F"])
-    for fast in (True, False):
-        got, grads, Zs = jena.loss_and_grad({k: v.detach() for k, v in W.items()}, betas, samples,
-                                            tau=template.tau, fast=fast)
+    assert len(samples.chunks) == 5
+    detached = {k: v.detach() for k, v in W.items()}
+    for got, grads, Zs in (jena.loss_and_grad(detached, betas, samples, tau=template.tau),
+                           jena.autograd_loss_and_grad(detached, betas, X, Y, tau=template.tau)):
         np.testing.assert_allclose(got.numpy(), loss.detach().numpy(), rtol=1e-12)
         for (name, g), r in zip(grads.items(), ref):
             np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
         np.testing.assert_allclose(torch.cat(Zs, 1).numpy(), Z.detach().reshape(len(betas), -1, 14).numpy(),
                                    rtol=1e-12, atol=1e-14)
+
+
+def test_softmax_survives_scores_that_overflow_exp():
+    S = torch.tensor([[[800.0, -800.0], [799.0, -801.0], [0.0, -802.0]]], dtype=torch.float64)
+    np.testing.assert_allclose(jena._softmax_columns(S.clone()), torch.softmax(S, dim=1), rtol=1e-14)
+    S = torch.randn(3, 5, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    np.testing.assert_allclose(jena._softmax_columns(S.clone()), torch.softmax(S, dim=1), rtol=1e-14)
 
 
 def test_models_differ_only_by_beta_at_the_same_seed():

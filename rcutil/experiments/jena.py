@@ -24,13 +24,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.func import jvp
 from tqdm.auto import tqdm
 
 from .. import jena_data
 from ..claims import DEVIATION, NOT_REPRODUCED, REPRODUCED, Claim, status
 from ..linalg import singular_values
-from ..model import Transformer
+from ..model import Transformer, block
 from ..profiles import settings_for
 from ..threads import torch_threads  # noqa: F401 (used by the chapter too)
 from ..train import TrainingDiverged, gradient_descent
@@ -135,129 +134,151 @@ def _paper_weights(template: Transformer, params: dict) -> dict:
     return {w: params[name] for w, name in WEIGHTS.items()}
 
 
-# --------------------------------------------------------------------------- the batched computation
-class Samples:
-    """The training set split into chunks of samples, with what the gradient needs of each.
+# --------------------------------------------------------------------------- the model, batched
+def batched_loss(W: dict, beta: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, *, tau: float):
+    """``Phi`` of every model (B,) and its attention output ``Z`` (B, N, n, d), from the model's
+    own definition: :func:`rcutil.model.block` with each weight carrying a leading model axis,
+    broadcast over the samples. Differentiable; the reference for :func:`loss_and_grad`, the
+    Hessian-vector products of :func:`sharpness`, and the gradient off the CPU."""
+    H, Z = block(X, *(W[k][:, None] for k in ("W_Q", "W_K", "W_V", "W_1", "W_2")),
+                 beta=beta.view(-1, 1, 1, 1), tau=tau, activation=torch.tanh)
+    return 0.5 * ((H @ W["W_U"][:, None] - Y) ** 2).sum(dim=(1, 2, 3)), Z
 
-    With ``chunked`` (the default) on the CPU, a chunk holds about :data:`CHUNK_BYTES` of
-    intermediates for all B models, so that they stay in cache; otherwise there is one chunk.
-    The loss and the gradient are sums over samples, so the chunks only change the order of a
-    sum. Each chunk is ``(X, X^T per sample, X^T stacked, -Y stacked)``.
+
+def autograd_loss_and_grad(W: dict, beta: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, *,
+                           tau: float):
+    """:func:`batched_loss` and its gradient by automatic differentiation, in the return format
+    of :func:`loss_and_grad` (the sweep's step on a GPU)."""
+    w = {k: v.detach().requires_grad_() for k, v in W.items()}
+    loss, Z = batched_loss(w, beta, X, Y, tau=tau)
+    grads = torch.autograd.grad(loss.sum(), list(w.values()))
+    return loss.detach(), dict(zip(w, grads)), [Z.detach().reshape(len(beta), -1, Z.shape[-1])]
+
+
+class Samples:
+    """The training set split into chunks of samples, with what the analytic gradient needs of
+    each: ``(X, X^T stacked, -Y stacked)`` (CPU float64 tensors).
+
+    A chunk holds about :data:`CHUNK_BYTES` of intermediates for all B models, so that they stay
+    in cache. The loss and the gradient are sums over samples, so the chunks only change the
+    order of a sum.
     """
 
-    def __init__(self, X: torch.Tensor, Y: torch.Tensor, n_models: int, d_F: int, *,
-                 chunked: bool = True):
+    def __init__(self, X: torch.Tensor, Y: torch.Tensor, n_models: int, d_F: int):
         N, n, d = X.shape
         per_sample = 8 * n_models * n * (n + 6 * d + 3 * d_F)
-        size = max(1, CHUNK_BYTES // per_sample) if chunked and X.device.type == "cpu" else N
+        size = max(1, CHUNK_BYTES // per_sample)
         self.shape = (N, n, d)
         self.chunks = []
         for a in range(0, N, size):
             Xc = X[a:a + size].contiguous()
-            self.chunks.append((Xc, Xc.mT.contiguous(), Xc.reshape(-1, d).T.contiguous(),
+            self.chunks.append((Xc, Xc.reshape(-1, d).T.contiguous(),
                                 -Y[a:a + size].reshape(-1, Y.shape[-1])))
 
 
-def _softmax_rows(S: torch.Tensor, fast: bool) -> torch.Tensor:
-    """Row-wise softmax; ``fast``: in place, with numpy's vectorised exp (CPU only)."""
-    if not fast:
-        return torch.softmax(S, dim=-1)
-    S.sub_(S.amax(dim=-1, keepdim=True))
+def _mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ b`` (batched) through numpy's BLAS, on the same memory (strided views included):
+    on the sweep's small float64 matrices it ran three to four times faster than ``torch.bmm``
+    on the CPU. ``out``, when given, receives the product (any strides) and is returned."""
+    if out is None:
+        return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+    np.matmul(a.numpy(), b.numpy(), out=out.numpy())
+    return out
+
+
+def _softmax_columns(S: torch.Tensor) -> torch.Tensor:
+    """Softmax of ``S`` (N, n, m) down its columns (axis 1), with numpy's vectorised exp. The
+    scores of this model stay far from exp's overflow, so the usual shift by the column maximum
+    is made only for a column whose sum overflows or vanishes."""
     a = S.numpy()
-    np.exp(a, out=a)
-    return S.div_(S.sum(dim=-1, keepdim=True))
+    with np.errstate(over="ignore", under="ignore"):
+        E = np.exp(a)
+        total = E.sum(axis=1, keepdims=True)
+        if not (np.isfinite(total).all() and (total > 0).all()):
+            E = np.exp(a - a.max(axis=1, keepdims=True))
+            total = E.sum(axis=1, keepdims=True)
+    E /= total
+    return torch.from_numpy(E)
 
 
-def _tanh(P: torch.Tensor, fast: bool) -> torch.Tensor:
-    """tanh; ``fast``: in place, with numpy's vectorised tanh (CPU only)."""
-    if not fast:
-        return torch.tanh(P)
+def _tanh_(P: torch.Tensor) -> torch.Tensor:
+    """tanh in place, with numpy's vectorised tanh (about three times torch's on the CPU)."""
     a = P.numpy()
     np.tanh(a, out=a)
     return P
 
 
-def _add_product(grad: dict, key: str, a: torch.Tensor, b: torch.Tensor, fast: bool) -> None:
-    """``grad[key] += a @ b``: in place when ``fast``, else as a new tensor (differentiable)."""
-    if not fast:
-        grad[key] = (torch.baddbmm if a.dim() == 3 else torch.addmm)(grad[key], a, b)
-    elif a.dim() == 3:
-        grad[key].baddbmm_(a, b)
-    else:
-        grad[key].addmm_(a, b)
+def _chunk_loss_and_grad(W: dict, b: torch.Tensor, M: torch.Tensor, chunk, grad: dict):
+    """Eqs. ``jena-forward`` and ``jena-grad`` on one chunk of samples, for all B models at
+    once (``d_out = 1``): adds the chunk's ``||R||^2`` (twice its loss) and gradient to
+    ``grad`` and returns the chunk's ``Z`` (B, N n, d).
 
-
-def _chunk_loss_and_grad(W: dict, b: torch.Tensor, M: torch.Tensor, chunk, grad: dict,
-                         fast: bool):
-    """Eqs. ``jena-forward`` and ``jena-grad`` on one chunk of samples, for all B models: adds
-    the chunk's ``Phi`` and gradient to ``grad`` (``grad["M"]`` is the gradient of ``M``, laid
-    out like ``M``) and returns the chunk's ``Z``.
-
-    Layout: samples ``X`` (N, n, d) are shared by the models; attention quantities are kept
-    as (N, n B, .) (token i of model b is row i B + b of sample p) so that every product with
-    ``X_p`` is one matrix product per sample for all models; token-wise quantities are kept
-    as (B, N n, .), one matrix per model. ``M`` is ``W_Q W_K^T / tau`` of every model side by
-    side, (d, B d); ``b`` is beta, (B, 1, 1).
+    ``W`` holds the weights (B, ., .) and the transposes ``W_1^T``, ``W_2^T``, ``W_V^T``,
+    ``W_U^T``; ``M`` is ``W_Q W_K^T / tau`` of every model side by side (d, B d); ``b`` is beta
+    (B, 1, 1); ``grad["M"]`` is the gradient of ``M`` in the same layout. Samples ``X``
+    (N, n, d) are shared by the models. Attention quantities are kept transposed, as
+    (N, n, n B): entry (j, i B + b) belongs to key j and query i of model b, so that every
+    product with ``X_p`` is one matrix product per sample for all models and the softmax runs
+    down the columns. Token-wise quantities are kept as (B, N n, .), one matrix per model.
     """
-    X, XT, X2T, minus_Y = chunk
-    B, d = W["W_V"].shape[0], W["W_V"].shape[-1]
-    N, n, _ = X.shape
+    X, X2T, minus_Y = chunk
+    B, (N, n, d) = b.shape[0], X.shape
     X2 = X.reshape(N * n, d)
     # forward, eq. (jena-forward)
-    S = torch.bmm((X2 @ M).view(N, n * B, d), XT)                   # X_p M X_p^T, all models
-    A = _softmax_rows(S, fast)
-    AX = torch.bmm(A, X)                                            # A_p X_p, (N, n B, d)
-    AXm = AX.view(N * n, B, d).transpose(0, 1).contiguous()         # (B, N n, d)
-    Z = torch.baddbmm(b * X2, AXm, W["W_V"])                        # Z = A X W_V + beta X
-    G = _tanh(torch.bmm(Z, W["W_1"]), fast)                         # G = tanh(Z W_1)
-    H = torch.bmm(G, W["W_2"]).addcmul_(b, Z)                       # H = G W_2 + beta Z
-    R = torch.baddbmm(minus_Y, H, W["W_U"])                         # R = H W_U - Y
-    _add_product(grad, "RR", R.mT, R, fast)                         # R^T R: its trace is 2 Phi
-    # gradient, eq. (jena-grad)
-    _add_product(grad, "W_U", H.mT, R, fast)
-    dH = torch.bmm(R, W["W_U"].mT)
-    _add_product(grad, "W_2", G.mT, dH, fast)
-    dG = torch.bmm(dH, W["W_2"].mT)
-    dP = dG.addcmul_(dG, G.mul_(G), value=-1) if fast else dG * (1 - G * G)   # dG (1 - G^2)
-    _add_product(grad, "W_1", Z.mT, dP, fast)
-    dZ = torch.bmm(dP, W["W_1"].mT).addcmul_(b, dH)
-    _add_product(grad, "W_V", AXm.mT, dZ, fast)
-    dAX = torch.bmm(dZ, W["W_V"].mT).transpose(0, 1).contiguous().view(N, n * B, d)
-    dA = torch.bmm(dAX, XT)                                         # dZ W_V^T X_p^T
-    rows = (dAX * AX).sum(dim=-1, keepdim=True)                     # sum_j A_ij dA_ij
-    dS = dA.sub_(rows).mul_(A) if fast else (dA - rows) * A         # softmax backward
-    _add_product(grad, "M", X2T, torch.bmm(dS, X).view(N * n, B * d), fast)   # sum_p X_p^T dS_p X_p
+    S = _mm(X, _mm(X2, M).view(N, n * B, d).mT)                     # S_p^T = X_p M^T X_p^T
+    A = _softmax_columns(S)                                         # A_p^T
+    AX = _mm(A.mT, X)                                               # A_p X_p, (N, n B, d)
+    AXm = AX.view(N * n, B, d).transpose(0, 1)                      # the same, (B, N n, d)
+    Z = _mm(AXm, W["W_V"]).addcmul_(b, X2)                          # Z = A X W_V + beta X
+    G = _tanh_(_mm(Z, W["W_1"]))                                    # G = tanh(Z W_1)
+    H = _mm(G, W["W_2"]).addcmul_(b, Z)                             # H = G W_2 + beta Z
+    R = _mm(H, W["W_U"]).add_(minus_Y)                              # R = H W_U - Y
+    grad["RR"] += (R * R).sum(dim=(1, 2))
+    # gradient, eq. (jena-grad); with d_out = 1, dH = R W_U^T has rank one, and so do products with it
+    grad["W_U"] += _mm(H.mT, R)
+    grad["G^T R"] += _mm(G.mT, R)                                   # G^T dH = (G^T R) W_U^T
+    dP = R * W["(W_2 W_U)^T"]                                       # dH W_2^T = R (W_2 W_U)^T
+    dP.addcmul_(dP, G.mul_(G), value=-1)                            # (dH W_2^T) (1 - G^2)
+    grad["W_1"] += _mm(Z.mT, dP)
+    dZ = _mm(dP, W["W_1^T"]).addcmul_(R, W["beta W_U^T"])           # dP W_1^T + beta R W_U^T
+    grad["W_V"] += _mm(AXm.mT, dZ)
+    dAX = torch.empty_like(AX)                                      # dZ W_V^T, as (N, n B, d)
+    _mm(dZ, W["W_V^T"], out=dAX.view(N * n, B, d).transpose(0, 1))
+    dS = _mm(X, dAX.mT)                                             # dA_p^T = X_p W_V dZ_p^T
+    dS -= (dAX * AX).sum(dim=-1).unsqueeze(1)                       # rowsum(A dA) = <dZ W_V^T, A X>
+    dS *= A                                                         # dS_p^T: softmax backward
+    grad["M"] += _mm(X2T, _mm(dS.mT, X).view(N * n, B * d))         # sum_p X_p^T dS_p X_p
     return Z
 
 
-def loss_and_grad(W: dict, beta: torch.Tensor, samples: Samples, *, tau: float,
-                  fast: bool | None = None):
+def loss_and_grad(W: dict, beta: torch.Tensor, samples: Samples, *, tau: float):
     """``Phi(theta)`` (eq. ``model-loss``), its gradient (eq. ``jena-grad``) and the
-    attention-layer output ``Z`` of every model, all B models at once.
+    attention-layer output ``Z`` of every model, all B models at once, on the CPU.
 
-    ``W`` maps ``W_Q, W_K, W_V, W_1, W_2, W_U`` to (B, ., .) tensors; ``beta`` has shape (B,).
-    Returns ``loss`` (B,), ``grads`` (same keys and shapes as ``W``) and ``Z``, a list with one
-    (B, N_c n, d) tensor per chunk of samples (``torch.cat(Z, 1)`` is the stacked (B, N n, d)).
-    ``fast`` (default: on the CPU) works in place and takes exp and tanh from numpy; it is not
-    differentiable. ``fast=False`` is plain torch, so :func:`torch.func.jvp` can differentiate
-    it (:func:`sharpness`).
+    ``W`` maps ``W_Q, W_K, W_V, W_1, W_2, W_U`` to (B, ., .) float64 tensors; ``beta`` has shape
+    (B,). Returns ``loss`` (B,), ``grads`` (same keys and shapes as ``W``) and ``Z``, a list with
+    one (B, N_c n, d) tensor per chunk of samples (``torch.cat(Z, 1)`` is the stacked
+    (B, N n, d)).
     """
-    if fast is None:
-        fast = beta.device.type == "cpu"
     B, d = W["W_V"].shape[0], W["W_V"].shape[-1]
+    if W["W_U"].shape[-1] != 1:
+        raise ValueError(f"the analytic gradient is written for d_out = 1, got {W['W_U'].shape[-1]}")
+    b = beta.view(B, 1, 1)
     M = (W["W_Q"] @ W["W_K"].mT / tau).permute(1, 0, 2).reshape(d, B * d)
-    grad = {k: torch.zeros_like(v) for k, v in W.items() if k not in ("W_Q", "W_K")}
-    grad["M"] = torch.zeros_like(M)
-    grad["RR"] = beta.new_zeros(B, W["W_U"].shape[-1], W["W_U"].shape[-1])
-    Zs = [_chunk_loss_and_grad(W, beta.view(B, 1, 1), M, chunk, grad, fast)
-          for chunk in samples.chunks]
+    weights = {**W, "W_V^T": W["W_V"].mT.contiguous(), "W_1^T": W["W_1"].mT.contiguous(),
+               "(W_2 W_U)^T": (W["W_2"] @ W["W_U"]).mT.contiguous(), "beta W_U^T": b * W["W_U"].mT}
+    grad = {k: torch.zeros_like(W[k]) for k in ("W_V", "W_1", "W_U")}
+    grad.update({"M": torch.zeros_like(M), "RR": beta.new_zeros(B),
+                 "G^T R": beta.new_zeros(B, W["W_2"].shape[1], 1)})
+    Zs = [_chunk_loss_and_grad(weights, b, M, chunk, grad) for chunk in samples.chunks]
     grad_M = grad.pop("M").view(d, B, d).permute(1, 0, 2)           # (B, d, d)
-    loss = 0.5 * torch.diagonal(grad.pop("RR"), dim1=1, dim2=2).sum(-1)   # 1/2 trace(R^T R)
-    grads = {"W_Q": grad_M @ W["W_K"] / tau, "W_K": grad_M.mT @ W["W_Q"] / tau, **grad}
+    loss = 0.5 * grad.pop("RR")
+    grads = {"W_Q": grad_M @ W["W_K"] / tau, "W_K": grad_M.mT @ W["W_Q"] / tau,
+             "W_2": grad.pop("G^T R") @ W["W_U"].mT, **grad}
     return loss, {k: grads[k] for k in WEIGHTS}, Zs
 
 
-def stacked_singular_values(Zs: list[torch.Tensor]) -> torch.Tensor:
+def stacked_singular_values(Zs: list) -> torch.Tensor:
     """Singular values (B, d) of every model's stacked ``Z`` from its chunks (B, N_c n, d): the
     R factors of the chunks' QR decompositions, stacked, have the same singular values (TSQR),
     and each chunk's factorisation stays in cache."""
@@ -266,7 +287,7 @@ def stacked_singular_values(Zs: list[torch.Tensor]) -> torch.Tensor:
     return torch.linalg.svdvals(torch.cat([torch.linalg.qr(Z, mode="r")[1] for Z in Zs], dim=1))
 
 
-def reading_spectra(Zs: list[torch.Tensor], n: int) -> dict:
+def reading_spectra(Zs: list, n: int) -> dict:
     """The spectra behind the eight readings, from the chunks ``Zs`` (B, N_c n, d) of ``Z``
     (windows of ``n`` tokens): for each precision and layout, ``sigma_min`` (per sample: the
     smallest over samples), the ``spectral`` and ``Frobenius`` norms (per sample: the largest
@@ -296,14 +317,22 @@ def batched_gd(template: Transformer, params: dict, betas: torch.Tensor, X: torc
     """Full-batch GD (eq. ``model-gd``) of all models at once; returns numpy histories.
 
     ``params`` maps parameter names to tensors with a leading model axis of size B; ``betas``
-    has shape (B,). Returns ``loss``, ``sigma_min``, ``sigma_max`` and ``frobenius`` of shape
-    (B, steps + 1) (of the stacked Z of each model), the final ``params``, and, when
-    ``spectra_every`` is given, the iterates ``grid`` (every ``spectra_every``-th and the last)
-    and ``readings``: for each of :data:`READINGS`, the ``sigma_min`` and ``norm`` of shape
-    (B, len(grid)).
+    has shape (B,). On the CPU a step is :func:`loss_and_grad`, elsewhere
+    :func:`autograd_loss_and_grad`. Returns ``loss``, ``sigma_min``, ``sigma_max`` and
+    ``frobenius`` of shape (B, steps + 1) (of the stacked Z of each model), the final
+    ``params``, and, when ``spectra_every`` is given, the iterates ``grid`` (every
+    ``spectra_every``-th and the last) and ``readings``: for each of :data:`READINGS`, the
+    ``sigma_min`` and ``norm`` of shape (B, len(grid)).
     """
-    W = {k: v.clone() for k, v in _paper_weights(template, params).items()}
-    samples = Samples(X, Y, len(betas), W["W_1"].shape[-1])
+    W = {k: v.detach().clone() for k, v in _paper_weights(template, params).items()}
+    if X.device.type == "cpu":
+        samples = Samples(X, Y, len(betas), W["W_1"].shape[-1])
+
+        def step(W):
+            return loss_and_grad(W, betas, samples, tau=template.tau)
+    else:
+        def step(W):
+            return autograd_loss_and_grad(W, betas, X, Y, tau=template.tau)
     B = betas.shape[0]
     hist = {key: np.empty((B, steps + 1)) for key in ("loss", "sigma_min", "sigma_max", "frobenius")}
     grid = sorted(set(range(0, steps + 1, spectra_every)) | {steps}) if spectra_every else []
@@ -312,7 +341,7 @@ def batched_gd(template: Transformer, params: dict, betas: torch.Tensor, X: torc
     k = 0
     for t in tqdm(range(steps + 1), desc="GD, all beta and seeds", disable=not progress,
                   leave=False):
-        loss, grads, Z = loss_and_grad(W, betas, samples, tau=template.tau)
+        loss, grads, Z = step(W)
         hist["loss"][:, t] = loss.cpu().numpy()
         if not np.isfinite(hist["loss"][:, t]).all():
             bad = np.flatnonzero(~np.isfinite(hist["loss"][:, t]))
@@ -333,9 +362,8 @@ def batched_gd(template: Transformer, params: dict, betas: torch.Tensor, X: torc
             k += 1
         if t == steps:
             break
-        with torch.no_grad():
-            for key in W:
-                W[key].sub_(mu * grads[key])
+        for key in W:
+            W[key] -= mu * grads[key]
     return {**hist, "grid": grid, "readings": readings,
             "params": {WEIGHTS[k]: v for k, v in W.items()}}
 
@@ -343,8 +371,9 @@ def batched_gd(template: Transformer, params: dict, betas: torch.Tensor, X: torc
 def sharpness(template: Transformer, params: dict, betas: torch.Tensor, X: torch.Tensor,
               Y: torch.Tensor, *, iterations: int = 20, seed: int = 0) -> np.ndarray:
     """Largest Hessian eigenvalue ``lambda_max(nabla^2 Phi(theta))`` of every model: a batched
-    Lanczos iteration (full reorthogonalisation, ``iterations`` steps) on exact Hessian-vector
-    products, forward-mode :func:`torch.func.jvp` of :func:`loss_and_grad`.
+    Lanczos iteration (full reorthogonalisation, ``iterations`` steps, one Krylov space per
+    model) on exact Hessian-vector products of :func:`batched_loss`, the model's own definition
+    (reverse-over-reverse automatic differentiation).
 
     GD at step ``mu`` on a quadratic with curvature ``lambda`` is stable only for
     ``mu < 2 / lambda``; the book takes ``mu = 1 / max lambda_max`` at initialisation, a local
@@ -353,16 +382,14 @@ def sharpness(template: Transformer, params: dict, betas: torch.Tensor, X: torch
     """
     W = _paper_weights(template, params)
     names = tuple(W)
-    samples = Samples(X, Y, len(betas), W["W_1"].shape[-1], chunked=False)
     B = betas.shape[0]
-
-    def gradient(*weights):
-        _, g, _ = loss_and_grad(dict(zip(names, weights)), betas, samples, tau=template.tau,
-                                fast=False)
-        return tuple(g[k] for k in names)
+    w = [W[k].detach().clone().requires_grad_() for k in names]
+    loss, _ = batched_loss(dict(zip(names, w)), betas, X, Y, tau=template.tau)
+    gradient = torch.autograd.grad(loss.sum(), w, create_graph=True)
 
     def hvp(v):
-        return jvp(gradient, tuple(W[k] for k in names), v)[1]
+        return tuple(h.detach() for h in torch.autograd.grad(gradient, w, grad_outputs=v,
+                                                             retain_graph=True))
 
     def dot(u, v):
         return sum((a * b).reshape(B, -1).sum(1) for a, b in zip(u, v))
@@ -374,23 +401,22 @@ def sharpness(template: Transformer, params: dict, betas: torch.Tensor, X: torch
     q = tuple(torch.randn(W[k].shape, generator=gen, dtype=torch.float64).to(W[k]) for k in names)
     q = scale(1 / torch.sqrt(dot(q, q)), q)
     basis, alpha, beta = [q], [], []
-    with torch.no_grad():
-        for j in range(iterations):
-            w = hvp(basis[-1])
-            alpha.append(dot(w, basis[-1]))
-            for _ in range(2):                      # full reorthogonalisation, twice is enough
-                for v in basis:
-                    w = tuple(a - b for a, b in zip(w, scale(dot(w, v), v)))
-            norm = torch.sqrt(dot(w, w))
-            beta.append(norm)
-            if j + 1 < iterations:
-                safe = torch.where(norm > 0, norm, torch.ones_like(norm))
-                basis.append(scale(torch.where(norm > 0, 1 / safe, torch.zeros_like(norm)), w))
-        T = torch.diag_embed(torch.stack(alpha, 1))
-        if iterations > 1:
-            off = torch.diag_embed(torch.stack(beta[:-1], 1), offset=1)
-            T = T + off + off.mT
-    return torch.linalg.eigvalsh(T)[:, -1].cpu().numpy()
+    for j in range(iterations):
+        v = hvp(basis[-1])
+        alpha.append(dot(v, basis[-1]))
+        for _ in range(2):                      # full reorthogonalisation, twice is enough
+            for u in basis:
+                v = tuple(a - b for a, b in zip(v, scale(dot(v, u), u)))
+        norm = torch.sqrt(dot(v, v))
+        beta.append(norm)
+        if j + 1 < iterations:
+            safe = torch.where(norm > 0, norm, torch.ones_like(norm))
+            basis.append(scale(torch.where(norm > 0, 1 / safe, torch.zeros_like(norm)), v))
+    T = torch.diag_embed(torch.stack(alpha, 1))
+    if iterations > 1:
+        off = torch.diag_embed(torch.stack(beta[:-1], 1), offset=1)
+        T = T + off + off.mT
+    return torch.linalg.eigvalsh(T)[:, -1].detach().cpu().numpy()
 
 
 def loop_gd(settings: dict, X: torch.Tensor, Y: torch.Tensor, *, mu: float, steps: int,
@@ -529,8 +555,12 @@ def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
         with peak_memory(device) as peak_lanczos:
             lanczos = seconds_per_call(lambda: sharpness(template, params, betas, X, Y, iterations=2),
                                        repeats=2, sync=sync) / 2
-        W = {k: v.clone() for k, v in _paper_weights(template, params).items()}
-        _, _, Z = loss_and_grad(W, betas, Samples(X, Y, len(betas), settings["d_F"]), tau=template.tau)
+        W = _paper_weights(template, params)
+        if str(device) == "cpu":
+            samples = Samples(X, Y, len(betas), settings["d_F"])
+            _, _, Z = loss_and_grad(W, betas, samples, tau=template.tau)
+        else:
+            _, _, Z = autograd_loss_and_grad(W, betas, X, Y, tau=template.tau)
         readings = seconds_per_call(lambda: reading_spectra(Z, n), repeats=2, sync=sync)
         try:
             path = find(settings["file"], progress=False, allow_download=False)
