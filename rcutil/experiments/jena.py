@@ -213,9 +213,10 @@ def _chunk_loss_and_grad(W: dict, b: torch.Tensor, M: torch.Tensor, chunk, grad:
     once (``d_out = 1``): adds the chunk's ``||R||^2`` (twice its loss) and gradient to
     ``grad`` and returns the chunk's ``Z`` (B, N n, d).
 
-    ``W`` holds the weights (B, ., .) and the transposes ``W_1^T``, ``W_2^T``, ``W_V^T``,
-    ``W_U^T``; ``M`` is ``W_Q W_K^T / tau`` of every model side by side (d, B d); ``b`` is beta
-    (B, 1, 1); ``grad["M"]`` is the gradient of ``M`` in the same layout. Samples ``X``
+    ``W`` holds the weights (B, ., .) and ``W_V^T``, ``W_1^T``, ``(W_2 W_U)^T`` and
+    ``beta W_U^T``; ``M`` is ``W_Q W_K^T / tau`` of every model side by side (d, B d); ``b`` is
+    beta (B, 1, 1). ``grad`` receives the gradients of ``W_V``, ``W_1``, ``W_U`` and ``M`` (in
+    the layout of ``M``), ``G^T R`` (which gives that of ``W_2``) and ``||R||^2``. Samples ``X``
     (N, n, d) are shared by the models. Attention quantities are kept transposed, as
     (N, n, n B): entry (j, i B + b) belongs to key j and query i of model b, so that every
     product with ``X_p`` is one matrix product per sample for all models and the softmax runs
