@@ -226,6 +226,11 @@ def _check_ranges(values: np.ndarray, path: Path) -> None:
 _parsed: dict = {}
 
 
+def forget_parsed() -> None:
+    """Drop the kept parse (see :func:`read_csv`), so that the next read parses the file again."""
+    _parsed.clear()
+
+
 def read_csv(path, *, min_rows: int = 1) -> JenaTable:
     """Parse a file in the format of ``jena_climate_2009_2016.csv`` and check it.
 

@@ -243,7 +243,7 @@ def test_estimate_times_every_part_without_training(capsys, monkeypatch):
     parts = jena.estimate("ci")
     names = [p.name for p in parts]
     assert [n for n in names if n.startswith("GD ")] == [f"GD beta={b:g} (3 seeds)" for b in jena._BETAS]
-    assert "sharpness (Lanczos)" in names and "8 readings of the ratio" in names
+    assert "sharpness: Lanczos" in names and "8 readings of the ratio" in names
     gd = [p for p in parts if p.name.startswith("GD ")]
     assert all(p.units == jena.SETTINGS["ci"]["steps"] + 1 and p.seconds_per_unit > 0 for p in gd)
     assert all(p.seconds_per_unit == gd[0].seconds_per_unit for p in gd)
