@@ -234,3 +234,12 @@ def test_diverging_sweep_names_the_setting_to_change():
         jena.batched_gd(template, params, betas, X, Y, mu=10.0, steps=200)
     msg = str(err.value)
     assert "mu_factor" in msg and not re.search(r"\beta\b", msg) and "diverged at step" in msg
+
+
+# --------------------------------------------------------------------------- a device that is not there
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_missing_gpu_is_named_before_any_work():
+    with pytest.raises(ValueError, match=r"'cuda' is not available here.*--device cpu"):
+        jena.estimate("ci", device="cuda")
+    with pytest.raises(ValueError, match=r"'cuda' is not available here"):
+        jena.run("ci", device="cuda", progress=False)

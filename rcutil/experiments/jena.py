@@ -87,6 +87,15 @@ FLOOR_UNITS = 10.0
 CHUNK_BYTES = 6 << 20
 
 
+def check_device(device) -> torch.device:
+    """``device`` as a torch device, or a ``ValueError`` that says it is not available here."""
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} is not available here (torch.cuda.is_available() is "
+                         f"False): run on a machine with a GPU, or use --device cpu")
+    return device
+
+
 # --------------------------------------------------------------------------- data
 def data_files(settings: dict) -> list[str]:
     """The data file the profile reads (its sha256 is part of the stored result's key)."""
@@ -495,11 +504,12 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
     found through :mod:`rcutil.data`.
     """
     settings = settings_for(SETTINGS, profile)
+    device = check_device(device)
     data = load_data(settings, path=path, progress=progress)
     X = torch.as_tensor(data.X, dtype=torch.float64, device=device)
     Y = torch.as_tensor(data.Y, dtype=torch.float64, device=device)
     template, params, betas, _ = stacked_models(settings, d=X.shape[-1], device=device)
-    with torch_threads(settings["threads"] if device == "cpu" else None):
+    with torch_threads(settings["threads"] if device.type == "cpu" else None):
         lam = sharpness(template, params, betas, X, Y, iterations=settings["lanczos_steps"])
         mu = settings["mu_factor"] / float(lam.max())
         hist = batched_gd(template, params, betas, X, Y, mu=mu, steps=settings["steps"],
@@ -539,7 +549,8 @@ def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
     from ..estimate import Part, peak_memory, seconds_per_call
 
     settings = settings_for(SETTINGS, profile)
-    sync = torch.cuda.synchronize if str(device).startswith("cuda") else None
+    device = check_device(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else None
     gen = torch.Generator().manual_seed(0)
     N, n, d = settings["n_windows"], settings["n"], len(jena_data.FEATURES)
     X = torch.randn(N, n, d, generator=gen, dtype=torch.float64).to(device)
@@ -548,7 +559,7 @@ def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
     mu = 1e-6   # any small step: only the time is measured
     steps = settings["steps"] + 1
     parts = []
-    with torch_threads(settings["threads"] if device == "cpu" else None):
+    with torch_threads(settings["threads"] if device.type == "cpu" else None):
         with peak_memory(device) as peak:
             step = seconds_per_call(lambda: batched_gd(template, params, betas, X, Y, mu=mu, steps=0),
                                     repeats=3, sync=sync)
@@ -557,7 +568,7 @@ def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
                                           repeats=2, sync=sync) for k in (2, 4))
         lanczos = max(four - two, 0.0) / 2          # one more step; the rest is the first gradient
         W = _paper_weights(template, params)
-        if str(device) == "cpu":
+        if device.type == "cpu":
             samples = Samples(X, Y, len(betas), settings["d_F"])
             _, _, Z = loss_and_grad(W, betas, samples, tau=template.tau)
         else:
