@@ -3,12 +3,14 @@
 Every (beta, seed) model is trained by full-batch gradient descent at one constant step
 ``mu`` shared by all of them (eq. ``model-gd``). The sweep is ONE batched computation: the
 weights of all B models are stacked along a leading axis and :func:`loss_and_grad` evaluates
-the loss and its gradient for all of them at once, written out with ``bmm`` over (model,
-sample) and the analytic gradient of eq. ``jena-grad`` (chapter :ref:`jena`). The model is
-the book's :class:`rcutil.Transformer` (:mod:`rcutil.model`): tests check the batched loss,
-gradient and training against :func:`rcutil.train.gradient_descent` on single models. The
-step is ``mu = mu_factor / lambda_max`` with the largest Hessian eigenvalue at initialisation
-found by a batched Lanczos iteration on exact Hessian-vector products (:func:`sharpness`).
+the loss and its gradient for all of them at once: the analytic gradient of eq. ``jena-grad``
+(chapter :ref:`jena`), written out as batched matrix products over (model, sample) that go to
+numpy's BLAS. The model is the book's :class:`rcutil.Transformer` (:mod:`rcutil.model`):
+tests check the batched loss, gradient and training against automatic differentiation of
+:func:`rcutil.model.block` (:func:`batched_loss`, also the step off the CPU) and against
+:func:`rcutil.train.gradient_descent` on single models. The step is
+``mu = mu_factor / lambda_max`` with the largest Hessian eigenvalue at initialisation found by
+a batched Lanczos iteration on exact Hessian-vector products (:func:`sharpness`).
 
 Recorded along training, for every model: the loss ``Phi(theta_t)``, ``sigma_min(Z_t)``, the
 spectral norm and the Frobenius norm of the stacked ``(N n) x d`` attention-layer output
