@@ -68,6 +68,10 @@ class Asset:
     member: str | None = None
     validate: Callable[[Path], None] | None = None
     size: int | None = None
+    #: A derived asset has no URL: it is made from the asset ``source`` (its relative path) by
+    #: ``derive(source_path, out_path)``, then checked like a download (see :func:`derive`).
+    source: str | None = None
+    derive: Callable[[Path, Path], None] | None = None
 
 
 SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
@@ -93,9 +97,6 @@ for _asset in (
           "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"),
     Asset("gpt2_tokenizer/merges.txt", GPT2_URL + "merges.txt",
           "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"),
-    # a parser fixture: the first 154 data rows of the Jena file
-    Asset("jena_climate/jena_climate_2009_2016_head154.csv", None,
-          "bae0e06bb539ea67bbe06c593f7c7e760d5043bf472031d5cac8d29b939a6e3e"),
 ):
     register(_asset)
 
@@ -153,8 +154,12 @@ def _recorded_checksum_path(path: Path) -> Path:
 
 def _remedy(asset: Asset) -> str:
     """How to replace a bad copy of ``asset``, as the end of an error message."""
-    fetch = f"Delete it and run again to download a fresh copy from {asset.url}" if asset.url else \
-        "Replace it with a correct copy"
+    if asset.url:
+        fetch = f"Delete it and run again to download a fresh copy from {asset.url}"
+    elif asset.derive is not None:
+        fetch = f"Delete it and run again to make it anew from {asset.source}"
+    else:
+        fetch = "Replace it with a correct copy"
     return f"{fetch}, or point {DATA_DIR_ENV} at a folder with the correct {asset.relpath}."
 
 
@@ -284,7 +289,7 @@ def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
     if asset.url is None:
         raise DataError(
             f"{asset.relpath} is missing (expected sha256 {asset.sha256}) and has no download URL. "
-            f"Set {DATA_DIR_ENV} to a folder that holds {asset.relpath}, or put it at {dest}."
+            f"Put it at {dest}, or set {DATA_DIR_ENV} to a folder that holds {asset.relpath}."
         )
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -316,6 +321,29 @@ def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
     return dest
 
 
+def derive(asset: Asset, dest: Path, *, progress: bool = True, allow_download: bool = True) -> Path:
+    """Make the derived ``asset`` at ``dest`` atomically from its source, found with :func:`find`
+    (so downloaded when missing and ``allow_download``); verify it; return ``dest``."""
+    try:
+        source = find(asset.source, progress=progress, allow_download=allow_download)
+    except DataError as exc:
+        raise DataError(f"{asset.relpath} is made from {asset.source}, which is not available: "
+                        f"{exc}") from exc
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".derive-"))
+    try:
+        made = tmp_dir / dest.name
+        asset.derive(source, made)
+        verify(made, asset, label=f"{asset.relpath} (made from {source})",
+               remedy=f"{source} does not hold the expected rows: delete it and run again to "
+                      f"download it anew, or point {DATA_DIR_ENV} at a folder with the correct "
+                      f"{asset.relpath}.")
+        os.replace(made, dest)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return dest
+
+
 def find(relpath: str, *, progress: bool = True, allow_download: bool = True) -> Path:
     """The path of data file ``relpath``: data folder, else cache, else download (see module doc)."""
     if relpath not in ASSETS:
@@ -327,6 +355,8 @@ def find(relpath: str, *, progress: bool = True, allow_download: bool = True) ->
     cached = cache_dir() / relpath
     if cached.is_file():
         return verify(cached, asset)
+    if asset.derive is not None:
+        return derive(asset, cached, progress=progress, allow_download=allow_download)
     if not allow_download:
         where = f"{root / relpath} or {cached}" if root else str(cached)
         raise DataError(f"{relpath} is missing: looked in {where}; downloads are switched off.")

@@ -162,7 +162,7 @@ return {
 
 #: Chapters whose printed outputs are still wider than the column; each entry goes when its
 #: chapter prints tables or shorter lines.
-WIDE_OUTPUT_PENDING = {"book/convergence.html", "book/jena.html", "book/lipschitz.html"}
+WIDE_OUTPUT_PENDING = {"book/convergence.html", "book/lipschitz.html"}
 #: Plain-text formulas in claim texts that still use TeX's braces (rcutil/experiments/convergence.py).
 RAW_TEX_PENDING = ("theta_{t+1}",)
 
