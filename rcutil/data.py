@@ -57,7 +57,9 @@ class Asset:
     it. ``sha256`` is the expected checksum of the file itself (not of the archive); when it
     is not known, ``validate`` (a function of the path that raises :class:`DataError`) checks
     the structure, and the checksum of the first verified download is recorded beside the
-    cached file and enforced from then on.
+    cached file and enforced from then on. ``size`` (bytes), when known, is checked before the
+    checksum (a cheap first test of a large file) and against the server's Content-Length
+    before a download starts.
     """
 
     relpath: str
@@ -65,6 +67,7 @@ class Asset:
     sha256: str | None = None
     member: str | None = None
     validate: Callable[[Path], None] | None = None
+    size: int | None = None
     #: A derived asset has no URL: it is made from the asset ``source`` (its relative path) by
     #: ``derive(source_path, out_path)``, then checked like a download (see :func:`derive`).
     source: str | None = None
@@ -171,6 +174,9 @@ def verify(path: Path, asset: Asset, *, label: str | None = None, remedy: str | 
     remedy = remedy or _remedy(asset)
     if path.stat().st_size == 0:
         raise DataError(f"{label} is empty (0 bytes). {remedy}")
+    if asset.size is not None and path.stat().st_size != asset.size:
+        raise DataError(f"{label} is incomplete or wrong: it has {path.stat().st_size:,} bytes, expected "
+                        f"{asset.size:,}. {remedy}")
     expected = asset.sha256
     if expected is None:
         recorded = _recorded_checksum_path(path)
@@ -216,10 +222,14 @@ def _retryable(exc: BaseException) -> bool:
     return True
 
 
-def _fetch(url: str, out: Path, *, progress: bool) -> None:
-    """Copy ``url`` to the file ``out`` (one attempt); raise ``OSError`` or ``HTTPException``."""
+def _fetch(url: str, out: Path, *, progress: bool, size: int | None = None) -> None:
+    """Copy ``url`` to the file ``out`` (one attempt); raise ``OSError`` or ``HTTPException``,
+    or :class:`DataError` (not retried) when the server announces another length than ``size``."""
     with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, open(out, "wb") as f:
         total = int(response.headers.get("Content-Length") or 0) or None
+        if size is not None and total is not None and total != size:
+            raise DataError(f"{url} announces {total:,} bytes, but the file has {size:,}: the server "
+                            f"holds a different file; nothing was downloaded")
         got = 0
         with tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
                   desc=f"download {Path(url).name}") as bar:
@@ -234,7 +244,7 @@ def _fetch(url: str, out: Path, *, progress: bool) -> None:
 def _fetch_with_retries(asset: Asset, out: Path, dest: Path, *, progress: bool) -> None:
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            _fetch(asset.url, out, progress=progress)
+            _fetch(asset.url, out, progress=progress, size=asset.size)
             return
         except (OSError, http.client.HTTPException) as exc:  # URLError and timeouts are OSErrors
             if attempt < ATTEMPTS and _retryable(exc):

@@ -18,21 +18,30 @@ The architecture is GPT-2's (Radford et al., 2019), written to be read top to bo
 Inputs are right-padded token ids with their lengths: causal attention never lets a real
 token see a pad to its right, so no extra attention mask is needed.
 
-:func:`load_hf_gpt2` maps a Hugging Face ``model.safetensors`` state dict (keys ``wte``,
-``wpe``, ``h.<l>.attn.c_attn``, ...; its ``Conv1D`` layers store weights as ``(in, out)``,
-the transpose of ``nn.Linear``) onto this model, keeping the first ``n_layer`` blocks.
+The head reads one position per sentence, so without ``return_attention`` the last block is
+computed at that position only (the same numbers, for fewer rows).
+:meth:`GPT2Classifier.keep_tokens` keeps only the embedding rows of the token ids a data set
+uses: rows no input reads change no output.
+
+:func:`load_hf_gpt2` maps a Hugging Face ``model.safetensors`` file (keys ``wte``, ``wpe``,
+``h.<l>.attn.c_attn``, ...; its ``Conv1D`` layers store weights as ``(in, out)``, the
+transpose of ``nn.Linear``) onto this model, reading only the first ``n_layer`` blocks; errors
+name the file and the tensor. :data:`GPT2_SMALL` registers the published GPT-2 small weights
+as a data asset (pinned revision, size and sha256), found or downloaded by :mod:`rcutil.data`.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from .data import Asset, register
 
 
 @dataclass(frozen=True)
@@ -72,13 +81,23 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model)  # W_Q, W_K, W_V side by side
         self.c_proj = nn.Linear(cfg.d_model, cfg.d_model)      # W_O
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, last: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B, T, d) -> (B, T, d)``; with ``last`` (``(B,)`` positions) only the output at those
+        positions, ``(B, d)``: their queries against the keys and values up to them."""
         B, T, d = x.shape
-        q, k, v = self.c_attn(x).split(d, dim=2)
-        # (B, T, d) -> (B, heads, T, d_head)
-        q, k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).reshape(B, T, d))
+        if last is None:
+            q, k, v = self.c_attn(x).split(d, dim=2)
+            # (B, T, d) -> (B, heads, T, d_head)
+            q, k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).reshape(B, T, d))
+        W, b = self.c_attn.weight, self.c_attn.bias
+        k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2)
+                for t in F.linear(x, W[d:], b[d:]).split(d, dim=2))
+        q = F.linear(x[torch.arange(B, device=x.device), last], W[:d], b[:d]).view(B, self.n_head, 1, -1)
+        causal = (torch.arange(T, device=x.device)[None, :] <= last[:, None]).view(B, 1, 1, T)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+        return self.c_proj(y.reshape(B, d))
 
 
 class MLP(nn.Module):
@@ -104,11 +123,15 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, h: torch.Tensor, last: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. ``sst2-block-w`` (or ``sst2-block-wo`` without residuals) at every position; with
+        ``last`` (``(B,)`` positions) only at those, ``(B, d)`` each: under the causal mask a
+        position needs nothing to its right, so this is the same numbers, computed for fewer rows."""
+        a = self.attn(self.ln_1(h), last)
         if self.residual:
-            z = h + self.attn(self.ln_1(h))
+            z = (h if last is None else h[torch.arange(len(h), device=h.device), last]) + a
             return z + self.mlp(self.ln_2(z)), z
-        z = self.attn(self.ln_1(h))
+        z = a
         return self.mlp(self.ln_2(z)), z
 
 
@@ -161,17 +184,40 @@ class GPT2Classifier(nn.Module):
             raise ValueError(f"sequence length {T} exceeds the context of {self.cfg.context} tokens; "
                              f"truncate the inputs")
         pos = torch.arange(T, device=tokens.device)
+        last = (torch.full((B,), T - 1, device=tokens.device) if lengths is None
+                else lengths.to(tokens.device) - 1)
         h = self.wte(tokens) + self.wpe(pos)
-        z = h
-        for block in self.h:
-            h, z = block(h)
-        h = self.ln_f(h)
-        if lengths is None:
-            last = h[:, -1]
-        else:
-            last = h[torch.arange(B, device=tokens.device), lengths.to(tokens.device) - 1]
-        logits = self.head(last)
-        return GPT2Output(logits, z) if return_attention else logits
+        for block in self.h[:-1]:
+            h, _ = block(h)
+        if return_attention:   # the last block everywhere: its z at every token is wanted
+            h, z = self.h[-1](h)
+            logits = self.head(self.ln_f(h)[torch.arange(B, device=tokens.device), last])
+            return GPT2Output(logits, z)
+        # the head reads one position per sentence: the last block only computes that one
+        h, _ = self.h[-1](h, last)
+        return self.head(self.ln_f(h))
+
+    @torch.no_grad()
+    def keep_tokens(self, token_ids: torch.Tensor) -> GPT2Classifier:
+        """Keep only the rows of ``E`` (eq. ``sst2-embed``) of the given token ids, in that order.
+
+        Afterwards the model reads token ``k`` of its own, smaller vocabulary where it read
+        ``token_ids[k]`` before: inputs must be mapped with
+        :func:`rcutil.sst2_data.to_compact`. Rows that no input uses never enter the forward
+        pass, so they cannot change an output or a gradient; dropping them changes nothing but
+        the cost of the embedding's gradient and of its optimizer state. Returns ``self``.
+        """
+        token_ids = torch.as_tensor(token_ids, dtype=torch.long).to(self.wte.weight.device)
+        if token_ids.dim() != 1 or len(token_ids) == 0:
+            raise ValueError(f"token_ids must be a non-empty 1-D list of ids, got shape {tuple(token_ids.shape)}")
+        if int(token_ids.min()) < 0 or int(token_ids.max()) >= self.cfg.vocab_size:
+            raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size}), got "
+                             f"{int(token_ids.min())}..{int(token_ids.max())}")
+        rows = self.wte.weight[token_ids].clone()
+        self.wte = nn.Embedding(len(token_ids), self.cfg.d_model, device=rows.device, dtype=rows.dtype)
+        self.wte.weight.copy_(rows)
+        self.cfg = replace(self.cfg, vocab_size=len(token_ids))
+        return self
 
     def num_parameters(self, *, embeddings: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())
@@ -192,64 +238,123 @@ _BLOCK_MAP = {
 _TOP_MAP = {"wte.weight": "wte.weight", "wpe.weight": "wpe.weight",
             "ln_f.weight": "ln_f.weight", "ln_f.bias": "ln_f.bias"}
 
+#: GPT-2 small as Hugging Face publishes it (``openai-community/gpt2``), pinned to one revision.
+GPT2_SMALL_REVISION = "607a30d783dfa663caf39e06633721c8d4cfcd7e"
+GPT2_SMALL = register(Asset(
+    "gpt2_small/model.safetensors",
+    f"https://huggingface.co/openai-community/gpt2/resolve/{GPT2_SMALL_REVISION}/model.safetensors",
+    "248dfc3911869ec493c76e65bf2fcf7f615828b0254c12b473182f0f81d3a707",
+    size=548_105_171))
 
-def hf_to_rcutil(state: Mapping[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tensor]:
+
+def hf_keys(n_layer: int) -> list[str]:
+    """The Hugging Face tensor names that the first ``n_layer`` blocks (plus embeddings and the
+    final LayerNorm) need, in the order of :func:`hf_to_rcutil`."""
+    return [*_TOP_MAP] + [f"h.{layer}.{src}" for layer in range(n_layer) for src in _BLOCK_MAP]
+
+
+def hf_to_rcutil(state: Mapping[str, torch.Tensor], n_layer: int, *,
+                 source: str = "the GPT-2 state dict") -> dict[str, torch.Tensor]:
     """Rename (and transpose) a Hugging Face GPT-2 state dict for :class:`GPT2Classifier`.
 
     Keys may carry the ``transformer.`` prefix of ``GPT2LMHeadModel``; the causal-mask
     buffers (``attn.bias``, ``attn.masked_bias``) and ``lm_head`` are ignored; blocks beyond
-    ``n_layer`` are dropped. A missing key raises ``ValueError`` naming it.
+    ``n_layer`` are dropped. A missing tensor raises ``ValueError`` naming ``source`` (the
+    file) and the tensor.
     """
     plain = {k.removeprefix("transformer."): v for k, v in state.items()}
     out: dict[str, torch.Tensor] = {}
     for src, dst in _TOP_MAP.items():
         if src not in plain:
-            raise ValueError(f"the GPT-2 state dict has no {src!r}: is it a Hugging Face GPT-2 checkpoint?")
+            raise ValueError(f"{source} has no tensor {src!r}: is it a Hugging Face GPT-2 checkpoint?")
         out[dst] = plain[src]
     for layer in range(n_layer):
         for src, (dst, transpose) in _BLOCK_MAP.items():
             key = f"h.{layer}.{src}"
             if key not in plain:
-                raise ValueError(f"the GPT-2 state dict has no {key!r}: it has fewer than "
-                                 f"{n_layer} blocks, or is not a Hugging Face GPT-2 checkpoint")
+                raise ValueError(f"{source} has no tensor {key!r}: it has fewer than {n_layer} "
+                                 f"blocks, or is not a Hugging Face GPT-2 checkpoint")
             w = plain[key]
             out[f"h.{layer}.{dst}"] = w.t().contiguous() if transpose else w
     return out
 
 
+def read_hf_gpt2(path: str | Path, n_layer: int) -> dict[str, torch.Tensor]:
+    """The tensors of the first ``n_layer`` blocks (plus embeddings and the final LayerNorm) of a
+    Hugging Face GPT-2 ``model.safetensors``, read with ``safetensors`` without loading the rest.
+
+    A tensor that is missing raises ``ValueError`` naming the file and the tensor.
+    """
+    from safetensors import safe_open
+
+    path = Path(path)
+    try:
+        f = safe_open(str(path), framework="pt")
+    except Exception as exc:  # safetensors raises its own error types for a damaged header
+        raise ValueError(f"{path} is not a readable safetensors file: {exc}") from exc
+    with f:
+        names = set(f.keys())
+        state = {}
+        for key in hf_keys(n_layer):
+            name = key if key in names else f"transformer.{key}"
+            if name not in names:
+                raise ValueError(f"{path} has no tensor {key!r}: it has fewer than {n_layer} "
+                                 f"blocks, or is not a Hugging Face GPT-2 checkpoint")
+            state[key] = f.get_tensor(name)
+    return state
+
+
 def load_hf_gpt2(path: str | Path, n_layer: int, *, residual: bool = True, n_classes: int = 2,
-                 seed: int = 0, n_head: int | None = None) -> GPT2Classifier:
+                 seed: int = 0, n_head: int | None = None, config: GPT2Config | None = None) -> GPT2Classifier:
     """GPT-2 from a Hugging Face ``model.safetensors`` file, truncated to the first ``n_layer`` blocks.
 
-    The sizes (d, d_F, vocabulary, context) are read from the tensors; ``n_head`` defaults
-    to ``d / 64`` (the head size of every published GPT-2). The classification head is new
-    and initialised with ``seed``.
+    Only the tensors of those blocks are read (:func:`read_hf_gpt2`). The sizes come from
+    ``config`` when given (every tensor is then checked against it), else from the tensors;
+    ``n_head`` defaults to ``d / 64`` (the head size of every published GPT-2). The
+    classification head is new and initialised with ``seed``. Errors name the file and the
+    tensor.
     """
-    from safetensors.torch import load_file
-
-    state = load_file(str(path))
-    return from_hf_state_dict(state, n_layer, residual=residual, n_classes=n_classes, seed=seed,
-                              n_head=n_head)
+    path = Path(path)
+    return from_hf_state_dict(read_hf_gpt2(path, n_layer), n_layer, residual=residual,
+                              n_classes=n_classes, seed=seed, n_head=n_head, config=config,
+                              source=str(path))
 
 
 def from_hf_state_dict(state: Mapping[str, torch.Tensor], n_layer: int, *, residual: bool = True,
-                       n_classes: int = 2, seed: int = 0, n_head: int | None = None) -> GPT2Classifier:
+                       n_classes: int = 2, seed: int = 0, n_head: int | None = None,
+                       config: GPT2Config | None = None,
+                       source: str = "the GPT-2 state dict") -> GPT2Classifier:
     """Build a :class:`GPT2Classifier` from a Hugging Face GPT-2 state dict (see :func:`hf_to_rcutil`).
 
-    ``n_head`` defaults to ``d_model / 64``, the head size of every published GPT-2.
+    With ``config`` the model has those sizes (its ``n_layer``, ``residual`` and ``n_classes``
+    are replaced by the arguments) and a tensor of another shape raises ``ValueError`` naming
+    ``source`` and the tensor. Without it the sizes are read from the tensors and ``n_head``
+    defaults to ``d_model / 64``, the head size of every published GPT-2.
     """
-    mapped = hf_to_rcutil(state, n_layer)
-    vocab_size, d_model = mapped["wte.weight"].shape
-    cfg = GPT2Config(n_layer=n_layer, n_head=n_head or d_model // 64, d_model=d_model,
-                     d_ff=mapped["h.0.mlp.c_fc.weight"].shape[0] if n_layer else 4 * d_model,
-                     vocab_size=vocab_size, context=mapped["wpe.weight"].shape[0],
-                     n_classes=n_classes, residual=residual)
-    model = GPT2Classifier(cfg, seed=seed)
+    mapped = hf_to_rcutil(state, n_layer, source=source)
+    if config is None:
+        vocab_size, d_model = mapped["wte.weight"].shape
+        config = GPT2Config(n_layer=n_layer, n_head=n_head or d_model // 64, d_model=d_model,
+                            d_ff=mapped["h.0.mlp.c_fc.weight"].shape[0] if n_layer else 4 * d_model,
+                            vocab_size=vocab_size, context=mapped["wpe.weight"].shape[0],
+                            n_classes=n_classes, residual=residual)
+    else:
+        config = replace(config, n_layer=n_layer, n_classes=n_classes, residual=residual)
+    model = GPT2Classifier(config, seed=seed)
     expected = model.state_dict()
     for key, value in mapped.items():
         if tuple(value.shape) != tuple(expected[key].shape):
-            raise ValueError(f"{key}: the checkpoint has shape {tuple(value.shape)}, the model "
-                             f"expects {tuple(expected[key].shape)}")
+            shape = tuple(value.t().shape) if _transposed(key) else tuple(value.shape)
+            want = tuple(expected[key].t().shape) if _transposed(key) else tuple(expected[key].shape)
+            raise ValueError(f"{source}: tensor {key!r} has shape {shape}, the model expects {want} "
+                             f"(d={config.d_model}, d_F={config.d_ff}, vocabulary {config.vocab_size}, "
+                             f"context {config.context})")
     missing, unexpected = model.load_state_dict(mapped, strict=False)
     assert not unexpected and set(missing) == {"head.weight"}, (missing, unexpected)
     return model
+
+
+def _transposed(key: str) -> bool:
+    """Whether the Hugging Face file stores tensor ``key`` transposed (a ``Conv1D`` weight)."""
+    parts = key.split(".", 2)
+    return parts[0] == "h" and _BLOCK_MAP.get(parts[2], (None, False))[1]

@@ -8,6 +8,11 @@
   0 or 1. A malformed row raises :class:`rcutil.data.DataError` naming the file and line.
 * :func:`load_split` ties the two together; :func:`pad_batch` turns token lists into a
   right-padded ``(B, T)`` tensor plus the lengths that the classification head needs.
+* :func:`vocabulary` lists the GPT-2 ids that occur in the data (a few thousand of the 50,257)
+  and :func:`to_compact` renumbers tokens into that list, for a model whose embedding keeps
+  only those rows (:meth:`rcutil.gpt2.GPT2Classifier.keep_tokens`).
+* :func:`length_batches` cuts an epoch into batches of sentences of similar length, so that
+  padding to the longest sentence of a batch costs little.
 """
 from __future__ import annotations
 
@@ -123,3 +128,42 @@ def pad_batch(ids: Sequence[Sequence[int]], *, max_len: int, pad_id: int = EOS_I
     for i, (x, n) in enumerate(zip(ids, lengths)):
         tokens[i, :n] = torch.as_tensor(x[:n], dtype=torch.long)
     return tokens, torch.as_tensor(lengths, dtype=torch.long)
+
+
+def vocabulary(*token_lists: Sequence[Sequence[int]], pad_id: int = EOS_ID) -> torch.Tensor:
+    """The sorted GPT-2 ids that occur in any of the token lists, plus ``pad_id``: the rows of
+    the embedding that a model of these sentences ever reads."""
+    ids = {pad_id}
+    for lists in token_lists:
+        for x in lists:
+            ids.update(x)
+    return torch.tensor(sorted(ids), dtype=torch.long)
+
+
+def to_compact(tokens: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
+    """Renumber GPT-2 ids into positions of ``vocab`` (sorted, from :func:`vocabulary`).
+
+    An id that is not in ``vocab`` raises ``ValueError``: the model has no row for it.
+    """
+    pos = torch.searchsorted(vocab, tokens).clamp(max=len(vocab) - 1)
+    missing = vocab[pos] != tokens
+    if bool(missing.any()):
+        raise ValueError(f"token id {int(tokens[missing][0])} is not in the vocabulary of "
+                         f"{len(vocab)} ids: build the vocabulary from every split the model reads")
+    return pos
+
+
+def length_batches(lengths: torch.Tensor, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """One epoch of row indices, cut into batches of similar length.
+
+    The rows are shuffled, sorted by length (stable, so equal lengths stay shuffled), cut into
+    batches of ``batch_size`` (the last one may be smaller) and the batches are shuffled, all
+    with ``generator``: every row appears once per epoch, a batch pads its sentences to a
+    length close to theirs, and the order of the batches carries no length trend.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    perm = torch.randperm(len(lengths), generator=generator)
+    rows = perm[torch.sort(lengths[perm], stable=True).indices]
+    batches = list(rows.split(batch_size))
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]

@@ -92,6 +92,34 @@ def test_residual_switch_matches_written_out_block(residual):
     torch.testing.assert_close(got_z, want_z, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("residual", [True, False])
+def test_last_block_at_the_read_positions_only(residual):
+    """The head reads one position per sentence, so the last block computes only that one; the
+    logits and the gradients are those of the block computed everywhere."""
+    torch.manual_seed(2)
+    m = small(residual=residual)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    tokens, lengths = torch.randint(0, 50, (4, 9)), torch.tensor([9, 1, 4, 6])
+    h = torch.randn(4, 9, 16)
+    full_h, full_z = m.h[-1](h)
+    rows = torch.arange(4)
+    part_h, part_z = m.h[-1](h, lengths - 1)
+    torch.testing.assert_close(part_h, full_h[rows, lengths - 1], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(part_z, full_z[rows, lengths - 1], rtol=1e-5, atol=1e-6)
+    grads = []
+    for attention in (True, False):
+        m.zero_grad()
+        out = m(tokens, lengths, return_attention=attention)
+        logits = out.logits if attention else out
+        (logits ** 2).sum().backward()
+        grads.append((logits.detach(), [p.grad.clone() for p in m.parameters()]))
+    torch.testing.assert_close(grads[1][0], grads[0][0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads[1][1], grads[0][1]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_residual_switch_changes_the_function():
     tokens = torch.randint(0, 50, (3, 6))
     assert not torch.allclose(small(residual=True)(tokens), small(residual=False)(tokens))
@@ -195,23 +223,81 @@ def test_initialisation_is_deterministic():
     assert 0.015 < std < 0.025  # N(0, 0.02^2)
 
 
+def synthetic_data(n=32, T=8, vocab_ids=None, seed=0):
+    """Random right-padded token ids, lengths and labels, with their vocabulary (GPT-2 ids)."""
+    from rcutil.sst2_data import EOS_ID, to_compact, vocabulary
+
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, T + 1, (n,), generator=g)
+    ids = vocab_ids if vocab_ids is not None else torch.randint(0, 50257, (400,), generator=g)
+    tokens = ids[torch.randint(0, len(ids), (n, T), generator=g)]
+    tokens[torch.arange(T)[None, :] >= lengths[:, None]] = EOS_ID   # right padding
+    labels = torch.randint(0, 2, (n,), generator=g)
+    vocab = vocabulary(tokens.tolist())
+    return tokens, lengths, labels, vocab, to_compact(tokens, vocab)
+
+
+SETTINGS = dict(init="scratch", d_model=16, n_head=2, d_ff=32, batch_size=8, steps=6, eval_every=3,
+                warmup=0.2, min_lr_ratio=0.1, weight_decay=0.01, betas=[0.9, 0.999], grad_clip=1.0,
+                precision="float32", seeds=[0], lr_grid=[1e-3], pilot_steps=2)
+
+
 def test_training_is_deterministic():
     """Two runs of the experiment's training loop on the same synthetic data agree exactly."""
     from rcutil.experiments import sst2
 
-    s = dict(d_model=16, n_head=2, d_ff=32, batch_size=8, steps=6, eval_every=3, lr=1e-3,
-             warmup=0.2, min_lr_ratio=0.1, weight_decay=0.01, betas=[0.9, 0.999], grad_clip=1.0)
-    g = torch.Generator().manual_seed(0)
-    lengths = torch.randint(1, 9, (32,), generator=g)
-    tokens = torch.randint(0, 50257, (32, 8), generator=g)
-    labels = torch.randint(0, 2, (32,), generator=g)
-    data = {"train": (tokens, lengths, labels), "train_eval": (tokens, lengths, labels),
-            "dev": (tokens[:8], lengths[:8], labels[:8])}
-    a = sst2.train_one(s, data, 2, True, seed=0)
-    b = sst2.train_one(s, data, 2, True, seed=0)
-    for key in ("train_loss", "train_error", "stable_rank", "dev_accuracy"):
+    tokens, lengths, labels, vocab, compact = synthetic_data()
+    data = {"train": (compact, lengths, labels), "train_eval": (compact, lengths, labels),
+            "dev": (compact[:8], lengths[:8], labels[:8]), "vocabulary": vocab}
+    a = sst2.train_one(SETTINGS, data, 2, True, 0, 1e-3)
+    b = sst2.train_one(SETTINGS, data, 2, True, 0, 1e-3)
+    for key in ("train_loss", "train_error", "stable_rank", "dev_accuracy", "batch_loss"):
         assert a[key] == b[key]
     assert a["step"] == [0, 3, 6] and all(math.isfinite(x) for x in a["train_loss"])
+    c = sst2.train_one(SETTINGS, data, 2, True, 1, 1e-3)      # another seed: other numbers
+    assert a["train_loss"][1:] != c["train_loss"][1:]
+
+
+# ----------------------------------------------------------------- the trimmed vocabulary
+def test_keep_tokens_gathers_rows_and_checks_ids():
+    m = small()
+    full = m.wte.weight.detach().clone()
+    ids = torch.tensor([3, 7, 49])
+    m.keep_tokens(ids)
+    assert m.cfg.vocab_size == 3 and m.wte.weight.shape == (3, 16)
+    torch.testing.assert_close(m.wte.weight, full[ids], rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"lie in \[0, 3\)"):
+        m.keep_tokens(torch.tensor([0, 3]))
+    with pytest.raises(ValueError, match="non-empty"):
+        m.keep_tokens(torch.tensor([], dtype=torch.long))
+
+
+def test_trimmed_vocabulary_trains_like_the_full_one():
+    """From the same seed, the model with only the rows its data reads and the model with all
+    50,257 rows give the same losses, step after step, to float32 rounding (AdamW with weight
+    decay on the embedding too: decay moves rows that are never read, which changes nothing)."""
+    from rcutil.experiments import sst2
+
+    tokens, lengths, labels, vocab, compact = synthetic_data(n=48, T=10)
+    settings = dict(SETTINGS, steps=12)
+    full = GPT2Classifier(GPT2Config(n_layer=2, n_head=2, d_model=16, d_ff=32), seed=0)
+    trimmed = sst2.make_model(settings, 2, True, 0, vocab)
+    assert trimmed.cfg.vocab_size == len(vocab) < 500 and full.cfg.vocab_size == 50257
+    unread = torch.ones(50257, dtype=torch.bool)
+    unread[vocab] = False
+    before = full.wte.weight[unread].detach().clone()
+    opts = {id(m): sst2.make_optimizer(m, settings, 3e-3) for m in (full, trimmed)}
+    losses = {"full": [], "trimmed": []}
+    for step in range(settings["steps"]):
+        rows = torch.arange(step * 4, step * 4 + 8) % len(labels)
+        for name, m, x in (("full", full, tokens), ("trimmed", trimmed, compact)):
+            loss = sst2.train_step(m, *opts[id(m)], x[rows], lengths[rows], labels[rows], grad_clip=1.0)
+            losses[name].append(float(loss))
+    torch.testing.assert_close(torch.tensor(losses["trimmed"]), torch.tensor(losses["full"]),
+                               rtol=1e-5, atol=1e-6)
+    assert max(losses["full"]) - min(losses["full"]) > 1e-3                     # it did train
+    torch.testing.assert_close(trimmed.wte.weight, full.wte.weight[vocab], rtol=1e-5, atol=1e-6)
+    assert not torch.equal(full.wte.weight[unread], before)                      # decay moved them
 
 
 def test_sst2_profiles():
@@ -220,6 +306,9 @@ def test_sst2_profiles():
 
     rows = {p: settings_for(sst2.SETTINGS, p) for p in PROFILES}  # same keys in every row
     assert all(r["layers"] == [2, 6, 10] and r["residual"] == [True, False] for r in rows.values())
-    assert len(rows["book"]["seeds"]) >= 2
+    assert all(r["init"] in sst2.INITS and r["precision"] in sst2.PRECISIONS for r in rows.values())
+    assert all(len(r["lr_grid"]) >= 2 and 0 < r["pilot_steps"] < r["steps"] for r in rows.values())
+    assert len(rows["book"]["seeds"]) >= 2 and rows["book"]["init"] == "scratch"
     paper = rows["paper"]
     assert (paper["d_model"], paper["n_head"], paper["d_ff"], paper["n_train"]) == (768, 12, 3072, None)
+    assert paper["init"] == "pretrained" and paper["precision"] == "bf16"

@@ -94,3 +94,40 @@ def test_sst2_fits_the_sequence_length():
 
     lengths = torch.tensor([len(x) for x in encode(load_split("dev").sentences, tok)])
     assert int(lengths.max()) <= min(row["max_len"] for row in SETTINGS.values())
+
+
+# ----------------------------------------------------------------- vocabulary and batches
+def test_vocabulary_and_compact_ids():
+    from rcutil.sst2_data import to_compact, vocabulary
+
+    vocab = vocabulary([[995, 15496], [7]], [[7, 300]])
+    assert vocab.tolist() == [7, 300, 995, 15496, EOS_ID]          # sorted, with the pad id
+    tokens = torch.tensor([[15496, 995, EOS_ID], [300, 7, 7]])
+    compact = to_compact(tokens, vocab)
+    assert compact.tolist() == [[3, 2, 4], [1, 0, 0]]
+    assert torch.equal(vocab[compact], tokens)                     # a renumbering, nothing lost
+    with pytest.raises(ValueError, match="token id 8 is not in the vocabulary"):
+        to_compact(torch.tensor([[7, 8]]), vocab)
+    with pytest.raises(ValueError, match="token id 99999"):
+        to_compact(torch.tensor([99999]), vocab)
+
+
+def test_length_batches_cover_an_epoch_with_similar_lengths():
+    from rcutil.sst2_data import length_batches
+
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 60, (203,), generator=g)
+    batches = length_batches(lengths, 16, torch.Generator().manual_seed(1))
+    rows = torch.cat(batches)
+    assert sorted(rows.tolist()) == list(range(203))                 # every row once
+    assert sorted(len(b) for b in batches) == [11] + [16] * 12
+    padded = sum(int(lengths[b].max()) * len(b) for b in batches)
+    shuffled = sum(int(lengths[b].max()) * len(b) for b in torch.randperm(203, generator=g).split(16))
+    assert padded < 0.6 * shuffled                                   # far less padding
+    # the order of the batches carries no length trend: not sorted by length
+    maxima = [int(lengths[b].max()) for b in batches]
+    assert maxima != sorted(maxima) and maxima != sorted(maxima, reverse=True)
+    again = length_batches(lengths, 16, torch.Generator().manual_seed(1))
+    assert all(torch.equal(a, b) for a, b in zip(batches, again))   # deterministic
+    with pytest.raises(ValueError, match="batch_size"):
+        length_batches(lengths, 0, g)
