@@ -328,6 +328,37 @@ def plot_rates(result: dict, ax=None):
     return ax.figure
 
 
+def plot_path(result: dict, axes=None):
+    """Left: ``||theta_t - theta_0|| / r`` per depth, with the path bound over ``r``. Right: the
+    local PL ratio over ``alpha`` (the lemma says at least 1) and ``sigma_{Nn}(H_t)`` over
+    ``s0 - G_H r`` (at least 1)."""
+    import matplotlib.pyplot as plt
+
+    from ..plotting import OKABE_ITO
+
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(9.6, 3.6))
+    for i, (L, path) in enumerate(sorted(result["trajectory"].items(), key=lambda kv: int(kv[0]))):
+        cert = (result if L == "1" else result["multilayer"][L])["certificate"]
+        color = OKABE_ITO[i]
+        axes[0].plot(np.array(path["distance"]) / cert["r"], color=color, label=f"$L={L}$")
+        axes[0].axhline(cert["path_bound"] / cert["r"], color=color, ls=":")
+        axes[1].plot(np.array(path["local_pl"]) / cert["alpha"], color=color, label=f"$L={L}$: PL ratio / $\\alpha$")
+        axes[1].plot(np.array(path["sigma_min_H"]) / cert["lam"], color=color, ls="--",
+                     label=f"$L={L}$: $\\sigma_{{Nn}}(H_t)/(s_0-G_Hr)$")
+    axes[0].axhline(1.0, color="k", lw=1)
+    axes[0].set_ylim(0, 1.05)
+    axes[0].set_xlabel("step $t$")
+    axes[0].set_ylabel(r"$\|\theta_t-\theta_0\|/r$")
+    axes[0].legend(loc="center right")
+    axes[1].axhline(1.0, color="k", lw=1)
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("step $t$")
+    axes[1].set_ylabel("measured / certified")
+    axes[1].legend(fontsize=7, ncol=2, loc="upper right")
+    return axes[0].figure
+
+
 def plot_sweep(result: dict, axes=None):
     """Left: loss curves across ``beta``. Right: late measured rate against ``(1 - kappa(H_0)^-2)^2``."""
     import matplotlib.pyplot as plt
@@ -365,6 +396,9 @@ def plot(result: dict, out_dir) -> list[Path]:
     paths = []
     fig = plot_rates(result)
     paths.append(save(fig, Path(out_dir) / "convergence_rates.svg"))
+    plt.close(fig)
+    fig = plot_path(result)
+    paths.append(save(fig, Path(out_dir) / "convergence_path.svg"))
     plt.close(fig)
     fig = plot_sweep(result)
     paths.append(save(fig, Path(out_dir) / "convergence_beta_sweep.svg"))
