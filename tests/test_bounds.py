@@ -344,6 +344,37 @@ def test_jet_tighten_uses_the_norm_at_theta0_plus_r_times_the_slope():
     assert tight.value == 2.0 and tight.g is jet.g and tight.Hq is jet.Hq and tight.shape == (2, 2)
 
 
+def test_jet_block_places_each_block_at_its_offset_and_tightens_only_with_norms():
+    from rcutil.model import Transformer
+
+    model = Transformer(5, 2, 3, 2, tau=1.2, beta=0.7, seed=2)
+    X = torch.randn(3, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    W = {k: getattr(model.blocks[0], k).detach() for k in ("W_Q", "W_K", "W_V", "W_1", "W_2")}
+    radii = {k: spec(w) + 0.1 for k, w in W.items()}
+    norms0, H = bounds.block_norms0(X, W, beta=0.7, tau=1.2)
+    assert set(norms0) == set(bounds.BLOCK_STEPS) and math.isclose(norms0["H"], spec(H), rel_tol=1e-12)
+    assert math.isclose(norms0["P"], spec(torch.softmax(X @ W["W_Q"] @ W["W_K"].T @ X.T / 1.2, -1)), rel_tol=1e-12)
+    Z = attention(X, W["W_Q"], W["W_K"], W["W_V"], 1.2) + 0.7 * X
+    for key, M in (("Z", Z), ("ZW1", Z @ W["W_1"]), ("U", torch.tanh(Z @ W["W_1"])),
+                   ("FFN", torch.tanh(Z @ W["W_1"]) @ W["W_2"]), ("XK", X @ W["W_K"])):
+        assert math.isclose(norms0[key], spec(M), rel_tol=1e-12), key
+    x = bounds.jet_const(spec(X), (3, 5), 10)
+    kw = dict(d=5, d_qk=2, d_F=3, beta=0.7, tau=1.2)
+    first = bounds.jet_block(x, radii, 0, 10, norms0=norms0, r=0.1, **kw)
+    second = bounds.jet_block(x, radii, 5, 10, norms0=norms0, r=0.1, **kw)
+    np.testing.assert_array_equal(first.g[5:], 0.0)
+    np.testing.assert_array_equal(second.g[5:], first.g[:5])                 # the same block, five places on
+    np.testing.assert_array_equal(second.Hq[5:, 5:], first.Hq[:5, :5])
+    assert second.value == first.value and second.shape == (3, 5)
+    # without the norms at theta_0 the rules alone bound the values: as with a radius so large
+    # that no tightening helps; without r the ball has radius 0
+    loose = bounds.jet_block(x, radii, 0, 10, **kw)
+    huge = bounds.jet_block(x, radii, 0, 10, norms0=norms0, r=1e12, **kw)
+    assert loose.value == huge.value > first.value and np.array_equal(loose.g, huge.g)
+    at0 = bounds.jet_block(x, radii, 0, 10, norms0=norms0, **kw)
+    assert at0.value == bounds.jet_block(x, radii, 0, 10, norms0=norms0, r=0.0, **kw).value == norms0["H"]
+
+
 @MANY
 @given(st.floats(0, 10), st.floats(0, 10), st.floats(0, 10), st.floats(0, 1), st.floats(0, 1))
 def test_output_second_bound_sos(G_H, K_H, R_U, a, b):

@@ -88,9 +88,11 @@ def test_best_certificate_picks_the_fastest_rate_of_its_grid():
 
     settings = settings_for(convergence.SETTINGS, "ci")
     model, X, Y = convergence.make_instance(settings, 1)
+    r_max = certificate(model, X, Y, r=0.0).s0 / feature_bounds(model, X, 0.0)[0]
+    fewest = best_certificate(model, X, Y, n_radii=2)          # r_max * 1e-8 and r_max: neither holds,
+    assert not fewest.holds and math.isclose(fewest.r, 1e-8 * r_max)   # and at r_max the path bound is inf
     n = 12
     best = best_certificate(model, X, Y, n_radii=n)
-    r_max = certificate(model, X, Y, r=0.0).s0 / feature_bounds(model, X, 0.0)[0]
     grid = [certificate(model, X, Y, r=float(r)) for r in np.geomspace(r_max * 1e-8, r_max, n)]
     holding = [c for c in grid if c.holds]
     assert holding and best.r in [c.r for c in grid]
@@ -169,6 +171,16 @@ def test_feature_bounds_equal_their_closed_form_at_one_layer(beta, r):
     got = feature_bounds(model, X, r)
     want = closed_form_L1(model, X, r)
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_given_trace_is_what_the_bounds_use():
+    from rcutil.certificate import _trace
+
+    model, X, _ = instance(1.0, seed=4)
+    trace = _trace(model, X)
+    assert feature_bounds(model, X, 0.05, trace) == feature_bounds(model, X, 0.05)
+    doubled = [[{k: 2 * v for k, v in block.items()} for block in sample] for sample in trace]
+    assert feature_bounds(model, X, 0.05, doubled)[0] > feature_bounds(model, X, 0.05)[0]
 
 
 def test_the_samples_add_up_and_do_not_take_a_max():
@@ -276,7 +288,8 @@ def test_covered_models_pass_and_odd_layouts_are_refused():
         check_certifiable(model)
     model = Transformer(6, 3, 5, 2)
     model.blocks[0].register_parameter("b_1", torch.nn.Parameter(torch.zeros(5, dtype=torch.float64)))
-    with pytest.raises(ValueError, match=r"layout \['blocks.0.W_Q'.*this model has .*b_1"):
+    with pytest.raises(ValueError, match=r"layout \['blocks.0.W_Q', 'blocks.0.W_K', 'blocks.0.W_V', 'blocks.0.W_1', "
+                                         r"'blocks.0.W_2'\] per block, then output.W_U; this model has .*b_1"):
         check_certifiable(model)
     model = Transformer(6, 3, 5, 2)
     model.blocks[0].__class__ = type("Block", (torch.nn.Module,), {"forward": model.blocks[0].forward})
