@@ -76,10 +76,10 @@ def run(name: str, path: str, old: str, new: str, jobs: int) -> tuple[str, list[
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no", "-rf",
                                "-n", str(jobs), *TESTS], cwd=tmp, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
-        failed = sorted({m.group(1) for m in re.finditer(r"^FAILED (\S+?)(?: - |$)", proc.stdout, re.M)})
+        failed = sorted({m.group(1) for m in re.finditer(r"^FAILED (.+?)(?: - .*)?$", proc.stdout, re.M)})
         if proc.returncode not in (0, 1):
             return f"pytest exit status {proc.returncode}", [proc.stdout[-2000:]], seconds
-        return ("caught" if failed else "NOT CAUGHT"), failed, seconds
+        return ("caught" if proc.returncode == 1 else "NOT CAUGHT"), failed, seconds
 
 
 def main(argv: list[str] | None = None) -> int:

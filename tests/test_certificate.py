@@ -33,10 +33,11 @@ def instance(beta=1.0, *, seed=0, N=3, n=2, d=6, d_qk=3, d_F=7, scale=0.7, W_U="
 
 
 # ----------------------------------------------------------------------- eqs. conv-s0 ... conv-ball
-@pytest.mark.parametrize("beta, W_U, frac", [(1.0, "gaussian", 1e-3), (1.0, "gaussian", 0.3), (0.5, "zero", 0.2),
-                                             (0.0, "gaussian", 0.1), (1.0, "zero", 0.0)])
-def test_every_constant_recomputed_from_G_H_K_H_s0_S0(beta, W_U, frac):
-    model, X, Y = instance(beta, W_U=W_U)
+@pytest.mark.parametrize("beta, W_U, frac, scale", [(1.0, "gaussian", 1e-3, 0.7), (1.0, "gaussian", 0.3, 0.7),
+                                                    (0.5, "zero", 0.2, 0.7), (0.0, "gaussian", 0.1, 0.7),
+                                                    (1.0, "zero", 0.0, 0.7), (1.0, "gaussian", 0.2, 0.1)])
+def test_every_constant_recomputed_from_G_H_K_H_s0_S0(beta, W_U, frac, scale):
+    model, X, Y = instance(beta, W_U=W_U, scale=scale)
     first = certificate(model, X, Y, r=0.0)
     r = frac * first.s0 / first.G_H                            # a fraction of the largest radius
     cert = certificate(model, X, Y, r=r)
@@ -56,6 +57,7 @@ def test_every_constant_recomputed_from_G_H_K_H_s0_S0(beta, W_U, frac):
     mu = 1 / C
     path = 2 * math.sqrt(2 * phi0 / alpha) + mu * G * math.sqrt(2 * phi0)   # eq. conv-ball
     assert phi0 > 0 and G_H > 0 and K_H > 0 and lam > 0
+    assert (S0 < 1) == (scale < 0.5)                                # both sides of S0 = 1
     if r > 0:                                                  # the terms in r are really there
         assert H_max != S0 and R_U != spec(model.W_U)
     expected = dict(s0=s0, S0=S0, phi0=phi0, G_H=G_H, K_H=K_H, H_max=H_max, R_U=R_U, lam=lam, alpha=alpha,
@@ -183,6 +185,17 @@ def test_a_given_trace_is_what_the_bounds_use():
     assert feature_bounds(model, X, 0.05, doubled)[0] > feature_bounds(model, X, 0.05)[0]
 
 
+def test_a_scan_traces_the_model_once(monkeypatch):
+    import rcutil.certificate as module
+
+    model, X, Y = instance(1.0, seed=4)
+    calls = []
+    original = module._trace
+    monkeypatch.setattr(module, "_trace", lambda *a: calls.append(1) or original(*a))
+    best_certificate(model, X, Y, n_radii=4)
+    assert len(calls) == 1                     # the norms at theta_0 are computed once, not per radius
+
+
 def test_the_samples_add_up_and_do_not_take_a_max():
     model, X, _ = instance(1.0, seed=4)
     G_H, K_H, H_bound = feature_bounds(model, X, 0.05)
@@ -227,6 +240,7 @@ def test_tight_instance_attains_G_H_and_C():
         Z = model(X, return_all=True).Z[0][0]
     assert math.isclose(cert.G_H, spec(Z) * 3.0, rel_tol=1e-12)       # ||Z|| ||W_2||
     assert math.isclose(cert.C, (spec(Z) * 3.0 * 2.0) ** 2, rel_tol=1e-12)
+    assert cert.s0 == cert.S0 == 0 and cert.kappa_inv_sq == 0.0               # H_0 = 0: kappa is infinite
     measured = tightness.measure(model, X, Y, cert.to_dict(), iterations=60)
     for key in ("G_H", "C"):
         assert 0.999 <= measured[key]["ratio"] <= 1 + 1e-9, (key, measured[key])
@@ -254,14 +268,22 @@ class WithLayerNorm(Transformer):
         return super().forward(torch.nn.functional.layer_norm(X, X.shape[-1:]), **kw)
 
 
+TANH_RULES = (r"^the certificate's rules assume the activation tanh \(\|sigma'\| <= 1, \|sigma''\| <= 4/\(3 sqrt 3\), "
+              r"\|sigma\| <= 1\), got ")
+
+
 @pytest.mark.parametrize("make, match", [
-    (lambda: Transformer(6, 3, 5, 2, activation=lambda x: 3 * torch.tanh(x)), "activation tanh"),
-    (lambda: Transformer(6, 3, 5, 2, activation=torch.relu), "got 'relu'"),
-    (lambda: Transformer(6, 3, 5, 2, beta=1.5), r"beta in \[0, 1\], got beta = 1.5"),
+    (lambda: Transformer(6, 3, 5, 2, activation=lambda x: 3 * torch.tanh(x)), TANH_RULES + "'<lambda>'"),
+    (lambda: Transformer(6, 3, 5, 2, activation=torch.relu), TANH_RULES + "'relu': build the model with "
+                                                              "activation=torch.tanh$"),
+    (lambda: Transformer(6, 3, 5, 2, activation=torch.nn.ReLU()), TANH_RULES + r"ReLU\(\):"),
+    (lambda: Transformer(6, 3, 5, 2, beta=1.5), r"^the certificate covers a constant residual strength beta in "
+                                                r"\[0, 1\], got beta = 1.5: build the model with such a beta$"),
     (lambda: Transformer(6, 3, 5, 2, beta=-0.5), "got beta = -0.5"),
-    (lambda: WithLayerNorm(6, 3, 5, 2), "rcutil.model.Transformer only"),
+    (lambda: WithLayerNorm(6, 3, 5, 2), r"^the certificate covers rcutil.model.Transformer only \(blocks, then "
+                                        r"W_U\), got WithLayerNorm: build the model with rcutil.model.Transformer$"),
     (lambda: torch.nn.Linear(6, 2), "got Linear"),
-])
+], ids=["3 tanh", "relu", "ReLU module", "beta 1.5", "beta -0.5", "layer norm", "not a Transformer"])
 def test_models_outside_the_rules_are_refused(make, match):
     model = make()
     X = torch.randn(1, 3, 6, dtype=torch.float64)
@@ -315,7 +337,9 @@ def test_bad_arguments_are_named():
         best_certificate(model, X, Y, n_radii=1)
     with pytest.raises(ValueError, match=r"d >= N n .* N n = 8 > d = 6"):
         certificate(model, torch.randn(4, 2, 6, dtype=torch.float64), torch.zeros(4, 2, 2, dtype=torch.float64), r=0.1)
-    with pytest.raises(ValueError, match=r"full row rank \(s0 = 0\)"):
+    with pytest.raises(ValueError, match=r"^H_0 does not have full row rank \(s0 = 0\): no radius can certify; "
+                                         r"draw another initialisation or use fewer samples$"):
         best_certificate(*tight_instance())                     # H_0 = 0
-    with pytest.raises(ValueError, match="C = 0: the output does not depend on the parameters"):
+    with pytest.raises(ValueError, match=r"^C = 0: the output does not depend on the parameters \(is X zero\?\); "
+                                         r"nothing to certify$"):
         certificate(model, torch.zeros_like(X), Y, r=0.1)
