@@ -1,11 +1,19 @@
 import os
 
-from hypothesis import settings
-
 os.environ.setdefault("RCUTIL_PROFILE", "ci")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+import rcutil  # noqa: E402, F401  (the thread policy)
 
 # Property tests are deterministic: the same examples on every run, no example database, no
 # deadline (shared machines). Tests choose their own max_examples.
 settings.register_profile("deterministic", derandomize=True, database=None, deadline=None, print_blob=True)
 settings.load_profile("deterministic")
+
+# The first forward-mode derivative of a process builds torch's decompositions (about a second).
+# Build them here, once: processes forked from this one (make mutate) then start warm.
+_one = torch.ones(1, dtype=torch.float64)
+torch.func.jvp(torch.tanh, (_one,), (_one,))
