@@ -6,7 +6,9 @@ For each module of ``[tool.mutmut.modules]`` in pyproject.toml, mutmut 3 runs in
 folder ``_build/mutation/<module>/`` (a copy of ``rcutil/``, ``tests/`` and pyproject.toml whose
 ``[tool.mutmut]`` mutates that module only and selects that module's tests), so that each
 module is tested by the tests chosen for it. mutmut runs, per mutant, only those of the
-selected tests that call the mutated function.
+selected tests that call the mutated function, fastest first, and stops at the first failure.
+Property tests draw fewer examples there (the hypothesis profile "mutation", tests/conftest.py);
+stored experiment results are off.
 
 It prints, per module, the mutants killed out of those tested, the score against the target
 of ``[tool.mutmut.targets]``, and every survivor with its diff. Every survivor must be listed
@@ -67,7 +69,7 @@ def prepare(module: str, tests: list[str], keep: bool) -> Path:
 def mutmut(work: Path, *args: str, capture: bool = True) -> str:
     env = dict(os.environ, RCUTIL_RESULTS_CACHE="0", RCUTIL_RESULTS_DIR=str(work / "results"),
                RCUTIL_PROFILE="ci", OPENBLAS_NUM_THREADS="1", RCUTIL_TORCH_THREADS="1", PYTHONHASHSEED="0",
-               MPLBACKEND="Agg")
+               MPLBACKEND="Agg", RCUTIL_HYPOTHESIS_PROFILE="mutation")
     exe = Path(sys.executable).with_name("mutmut")
     proc = subprocess.run([str(exe), *args], cwd=work, env=env, text=True,
                           stdout=subprocess.PIPE if capture else None, stderr=subprocess.STDOUT if capture else None)

@@ -11,7 +11,9 @@ import torch
 from rcutil.model import (
     BLOCK_NAMES,
     ModelOutput,
+    OutputMap,
     Transformer,
+    TransformerBlock,
     attention,
     attention_scores,
     beta_key,
@@ -125,6 +127,7 @@ def test_check_input_accepts_and_refuses():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(n_layers=True), "^n_layers must be a positive integer, got True$"),
+    (dict(d_out=0), "^d_out must be a positive integer, got 0$"),
     (dict(n_layers=-1), "^n_layers must be a positive integer, got -1$"),
     (dict(tau=-1.0), "^tau must be a finite positive number, got -1.0$"),
     (dict(tau=math.nan), "^tau must be a finite positive number, got nan$"),
@@ -134,8 +137,26 @@ def test_check_input_accepts_and_refuses():
     (dict(W_U_init="Zero"), "^W_U_init must be 'gaussian' or 'zero', got 'Zero'$"),
 ])
 def test_refused_arguments_with_their_message(kwargs, match):
+    args = dict(d=4, d_qk=2, d_F=3, d_out=2) | kwargs
     with pytest.raises(ValueError, match=match):
-        Transformer(4, 2, 3, 2, **kwargs)
+        Transformer(args.pop("d"), args.pop("d_qk"), args.pop("d_F"), args.pop("d_out"), **args)
+
+
+def test_modules_build_on_their_device_in_their_dtype():
+    b, o = TransformerBlock(4, 2, 3), OutputMap(4, 2)                  # defaults: float64 zeros on the CPU
+    assert all(p.dtype == torch.float64 and p.device.type == "cpu" and not p.any() for p in (*b.parameters(), o.W_U))
+    assert b.W_Q.shape == (4, 2) and b.W_2.shape == (3, 4) and o.W_U.shape == (4, 2)
+    m = Transformer(4, 2, 3, 2, n_layers=2, device="meta")             # the meta device: shapes only
+    assert all(p.device.type == "meta" for p in m.parameters())
+    assert TransformerBlock(4, 2, 3, device="meta").W_1.device.type == "meta"
+    assert OutputMap(4, 2, dtype=torch.float32, device="meta").W_U.dtype == torch.float32
+
+
+def test_reset_parameters_defaults_to_seed_0_and_a_gaussian_W_U():
+    m = Transformer(4, 2, 3, 2, seed=8, W_U_init="zero")
+    m.reset_parameters()
+    for p, q in zip(m.parameters(), Transformer(4, 2, 3, 2).parameters()):
+        assert torch.equal(p, q)
 
 
 def test_accepted_edge_arguments():

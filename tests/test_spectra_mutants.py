@@ -47,14 +47,25 @@ def test_samplers_are_exact_seeded_draws():
     gen = torch.Generator().manual_seed(9)
     torch.testing.assert_close(W_Q2, (torch.randn(2, 1, 4, 3, generator=gen, dtype=torch.float64) * 0.1).float())
     assert W_V2.dtype == torch.float32 and torch.equal(W_V2, torch.eye(4).expand(2, 1, 4, 4))
+    assert all(W.dtype == torch.float32 for W in spectra.random_attention_weights(1, 4, 3, seed=9, dtype=torch.float32))
     assert spectra.random_attention_weights(1, 4, 3, seed=9, std=0.0)[0].abs().sum() == 0
 
 
+@pytest.mark.parametrize("name", ["instances", "N", "n", "d"])
+def test_input_sizes_are_checked_by_name(name):
+    sizes = dict(instances=1, N=1, n=2, d=2) | {name: 0}
+    with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1, got 0$"):
+        spectra.random_inputs(sizes["instances"], sizes["N"], sizes["n"], sizes["d"], seed=0)
+
+
+@pytest.mark.parametrize("name", ["instances", "d", "d_qk"])
+def test_weight_sizes_are_checked_by_name(name):
+    sizes = dict(instances=1, d=2, d_qk=2) | {name: 0}
+    with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1, got 0$"):
+        spectra.random_attention_weights(sizes["instances"], sizes["d"], sizes["d_qk"], seed=0)
+
+
 def test_sampler_arguments_are_checked():
-    with pytest.raises(ValueError, match="^N must be an integer >= 1, got 0$"):
-        spectra.random_inputs(1, 0, 2, 2, seed=0)
-    with pytest.raises(ValueError, match="^instances must be an integer >= 1, got 0$"):
-        spectra.random_attention_weights(0, 2, 2, seed=0)
     for std in (-1.0, math.inf):
         with pytest.raises(ValueError, match=f"^std must be finite and non-negative, got {std}$"):
             spectra.random_attention_weights(1, 2, 2, seed=0, std=std)
@@ -73,9 +84,19 @@ def test_nested_products_are_sums_of_column_blocks():
     gen = torch.Generator().manual_seed(4)
     Q, K = (torch.randn(3, 1, generator=gen, dtype=torch.float64) * 2.0 for _ in range(2))
     torch.testing.assert_close(with_std[0], Q @ K.T)
-    for bad in ([], [3, 3], [0, 2]):
-        with pytest.raises(ValueError):
+    # a block that ends inside a value: only the columns up to that value are drawn
+    got = spectra.nested_score_products(3, [2, 4], seed=4, chunk=3)
+    gen = torch.Generator().manual_seed(4)
+    Q1, K1 = (torch.randn(3, 2, generator=gen, dtype=torch.float64) / math.sqrt(3) for _ in range(2))
+    Q2, K2 = (torch.randn(3, 2, generator=gen, dtype=torch.float64) / math.sqrt(3) for _ in range(2))
+    torch.testing.assert_close(got[1], Q1 @ K1.T + Q2 @ K2.T)
+    for bad in ([3, 3], [4, 2]):
+        with pytest.raises(ValueError, match="strictly increasing"):
             spectra.nested_score_products(3, bad, seed=0)
+    with pytest.raises(ValueError, match="^d_qk must be an integer >= 1, got 0$"):
+        spectra.nested_score_products(3, [0, 2], seed=0)
+    with pytest.raises(ValueError, match="^d must be an integer >= 1, got 0$"):
+        spectra.nested_score_products(0, [1], seed=0)
     with pytest.raises(ValueError, match=r"^d_qk_values must be strictly increasing and non-empty, got \[\]$"):
         spectra.nested_score_products(3, [], seed=0)
 
@@ -107,6 +128,10 @@ def test_spectrum_by_value():
         assert math.isclose(out["effective_rank_per_sample"][i].item(), sum(per) / 3, rel_tol=1e-12)
     assert "effective_rank_per_sample" not in spectra.spectrum(M)
     assert out["sigma_min"].shape == (2,)
+    one = spectra.spectrum(M[0], per_sample=True)                  # a single instance, (N, n, k)
+    assert one["sigma_min"].shape == () and one["effective_rank_per_sample"].shape == ()
+    assert math.isclose(one["effective_rank_per_sample"].item(), out["effective_rank_per_sample"][0].item(),
+                        rel_tol=1e-12)
 
 
 def test_residual_spectra_and_weyl_bounds_by_value():
@@ -156,5 +181,12 @@ def test_deviation_collapse_and_identity_bounds_by_value():
     for beta in (0.5, 1.0):
         want = (beta - dev) * svd(X)[-1].item()
         assert math.isclose(spectra.identity_value_lower_bound(X, W_Q, W_K, tau, beta).item(), want, rel_tol=1e-12)
+    # two instances at once: one value per instance, the max over its own samples
+    Xs = torch.stack([X, 2 * X])
+    devs = spectra.uniform_deviation(Xs, W_Q, W_K, tau)
+    halves = spectra.score_deviation_bound(Xs, W_Q, W_K, tau)
+    assert devs.shape == halves.shape == (2,)
+    assert math.isclose(devs[0].item(), dev, rel_tol=1e-12) and math.isclose(halves[0].item(), half, rel_tol=1e-12)
+    assert math.isclose(halves[1].item(), 4 * half, rel_tol=1e-12)      # scores are quadratic in X
     with pytest.raises(ValueError, match="^the collapse bound needs d > N, got d = 2, N = 2$"):
         spectra.collapse_upper_bound(lin(2, 3, 2), lin(2, 1), lin(2, 1), lin(2, 2), tau)
