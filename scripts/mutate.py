@@ -142,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name} [{s['status']}]{mark}\n      {s['diff']}")
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    stale = sorted(name for name in listed if name.split(".")[1] in {Path(m).stem for m in summary}
+                   and not any(name in row["survivors"] for row in summary.values()))
+    if stale:
+        print(f"\nlisted in {SURVIVORS.relative_to(ROOT)} but killed now (remove them): {', '.join(stale)}")
     for failure in failures:
         print(f"FAILED {failure}", file=sys.stderr)
     return 1 if failures else 0
