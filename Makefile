@@ -66,12 +66,6 @@ build:
 timings:
 	@RCUTIL_PROFILE=$(PROFILE) $(BIN)/python scripts/timings.py --profile $(PROFILE) --chapters $(OUT)/_build/chapter_seconds.json
 
-## make mutate: mutation testing of bounds, certificate, spectra and model, each with its own tests
-## (not part of make test): prints the score per module and every survivor (see tests/mutation/SURVIVORS.md)
-mutate: install
-	@$(BIN)/python -c "import mutmut" 2>/dev/null || $(BIN)/python -m pip install --quiet "mutmut>=3.8,<4"
-	$(BIN)/python scripts/mutate.py
-
 ## make chapter NAME=sst2: execute one chapter and build only its page (_build/<profile>/chapter)
 chapter: install
 	@test -n "$(NAME)" || { echo "usage: make chapter NAME=sst2 [PROFILE=ci]"; exit 2; }
@@ -101,3 +95,9 @@ site: browser-deps
 
 clean:
 	rm -rf _build
+
+## make mutate: mutation testing of bounds, certificate, spectra and model, each with its own tests
+## (not part of make test): prints the score per module and every survivor (see tests/mutation/SURVIVORS.md)
+mutate: install
+	@$(BIN)/python -c "import mutmut" 2>/dev/null || $(BIN)/python -m pip install --quiet "mutmut>=3.8,<4"
+	$(BIN)/python scripts/mutate.py

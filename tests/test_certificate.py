@@ -268,6 +268,13 @@ class WithLayerNorm(Transformer):
         return super().forward(torch.nn.functional.layer_norm(X, X.shape[-1:]), **kw)
 
 
+def with_beta(beta):
+    """A model whose residual strength was set after it was built (the constructor may refuse it)."""
+    model = Transformer(6, 3, 5, 2)
+    model.beta = beta
+    return model
+
+
 TANH_RULES = (r"^the certificate's rules assume the activation tanh \(\|sigma'\| <= 1, \|sigma''\| <= 4/\(3 sqrt 3\), "
               r"\|sigma\| <= 1\), got ")
 
@@ -277,9 +284,9 @@ TANH_RULES = (r"^the certificate's rules assume the activation tanh \(\|sigma'\|
     (lambda: Transformer(6, 3, 5, 2, activation=torch.relu), TANH_RULES + "'relu': build the model with "
                                                               "activation=torch.tanh$"),
     (lambda: Transformer(6, 3, 5, 2, activation=torch.nn.ReLU()), TANH_RULES + r"ReLU\(\):"),
-    (lambda: Transformer(6, 3, 5, 2, beta=1.5), r"^the certificate covers a constant residual strength beta in "
-                                                r"\[0, 1\], got beta = 1.5: build the model with such a beta$"),
-    (lambda: Transformer(6, 3, 5, 2, beta=-0.5), "got beta = -0.5"),
+    (lambda: with_beta(1.5), r"^the certificate covers a constant residual strength beta in "
+                              r"\[0, 1\], got beta = 1.5: build the model with such a beta$"),
+    (lambda: with_beta(-0.5), "got beta = -0.5"),
     (lambda: WithLayerNorm(6, 3, 5, 2), r"^the certificate covers rcutil.model.Transformer only \(blocks, then "
                                         r"W_U\), got WithLayerNorm: build the model with rcutil.model.Transformer$"),
     (lambda: torch.nn.Linear(6, 2), "got Linear"),

@@ -131,7 +131,6 @@ def test_check_input_accepts_and_refuses():
     (dict(n_layers=-1), "^n_layers must be a positive integer, got -1$"),
     (dict(tau=-1.0), "^tau must be a finite positive number, got -1.0$"),
     (dict(tau=math.nan), "^tau must be a finite positive number, got nan$"),
-    (dict(beta=math.inf), "^beta must be finite, got inf$"),
     (dict(init_std=-0.5), "^init_std for W_Q must be finite and non-negative, got -0.5$"),
     (dict(init_std={"W_2": math.nan}), "^init_std for W_2 must be finite and non-negative, got nan$"),
     (dict(W_U_init="Zero"), "^W_U_init must be 'gaussian' or 'zero', got 'Zero'$"),
@@ -161,7 +160,6 @@ def test_reset_parameters_defaults_to_seed_0_and_a_gaussian_W_U():
 
 def test_accepted_edge_arguments():
     assert Transformer(1, 1, 1, 1, init_std=0.0).blocks[0].W_Q.abs().sum() == 0
-    assert Transformer(4, 2, 3, 2, beta=-1.0).beta == -1.0           # any finite beta builds
     m = Transformer(4, 2, 3, 2, dtype=torch.float32)
     assert all(p.dtype == torch.float32 for p in m.parameters())
     m.reset_parameters(4, W_U_init="zero")
