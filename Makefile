@@ -25,7 +25,7 @@ OUT       ?= $(BOOK_ROOT)/_build/$(PROFILE)
 CHAPTERS  ?= $(wildcard $(BOOK_ROOT)/book/*.md)
 JB_CACHE   = $(OUT)/_build/.jupyter_cache
 
-.PHONY: book test install lint unit execute build site timings chapter lab browser-deps clean
+.PHONY: book test install lint unit execute build site timings chapter lab browser-deps clean mutate
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -99,3 +99,9 @@ site: browser-deps
 
 clean:
 	rm -rf _build
+
+## make mutate: mutation testing of bounds, certificate, spectra and model, each with its own tests
+## (not part of make test): prints the score per module and every survivor (see tests/mutation/SURVIVORS.md)
+mutate: install
+	@$(BIN)/python -c "import mutmut" 2>/dev/null || $(BIN)/python -m pip install --quiet "mutmut>=3.8,<4"
+	$(BIN)/python scripts/mutate.py

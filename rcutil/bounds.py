@@ -29,8 +29,12 @@ from .model import BLOCK_NAMES, attention, attention_scores, attention_weights, 
 #: ``||diag(p) - p p^T||_2 <= 1/2`` for every probability vector p (eq. ``lip-softmax-jac``);
 #: attained at ``p = (1/2, 1/2, 0, ...)``.
 SOFTMAX_JACOBIAN_BOUND = 0.5
-#: ``||D^2 softmax(s)[u, u]||_2 <= ||u||_2^2`` (eq. ``lip-softmax-hess``).
+#: ``||D^2 softmax(s)[u, u]||_2 <= ||u||_2^2`` (eq. ``lip-softmax-hess``): the constant with a
+#: two-line proof for every ``n``, which the rules carry.
 SOFTMAX_SECOND_BOUND = 1.0
+#: The exact supremum of ``||D^2 softmax(s)[u, u]||_2 / ||u||_2^2`` at ``n = 2``,
+#: ``sqrt(2) / (3 sqrt 3)``, attained at ``p_1 = (1 - 1/sqrt 3) / 2`` and ``u = (1, -1)``.
+SOFTMAX_SECOND_SUPREMUM_N2 = math.sqrt(2.0) / (3.0 * math.sqrt(3.0))
 #: ``|tanh'| <= 1`` (attained at 0) and ``|tanh''| <= 4 / (3 sqrt 3)`` (attained at
 #: ``tanh x = 1/sqrt 3``), eq. ``lip-tanh``.
 TANH_FIRST_BOUND = 1.0

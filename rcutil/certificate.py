@@ -12,7 +12,9 @@ For an instance (a :class:`~rcutil.model.Transformer` at ``theta_0``, inputs ``X
   ``2 sqrt(2 Phi_0 / alpha) + mu G sqrt(2 Phi_0) <= r`` (eq. ``conv-ball``).
 
 All bounds are evaluated numerically from the actual weights at ``theta_0``; they are
-rigorous for any depth (they do not need a closed form).
+rigorous for any depth (they do not need a closed form). The rules assume the book's model:
+:func:`check_certifiable` refuses any other (another activation, ``beta`` outside ``[0, 1]``,
+another layout) with a ``ValueError`` that names the reason.
 """
 from __future__ import annotations
 
@@ -24,7 +26,11 @@ import torch
 
 from . import bounds
 from .linalg import sigma_max, singular_values, stacked_rows
-from .model import BLOCK_NAMES, check_input, squared_loss
+from .model import BLOCK_NAMES, Transformer, TransformerBlock, check_input, squared_loss
+
+#: The activations the rules of :mod:`rcutil.bounds` cover: tanh, with ``|sigma'| <= 1``,
+#: ``|sigma''| <= 4 / (3 sqrt 3)`` and ``|sigma| <= 1`` (eq. ``lip-tanh``).
+TANH = (torch.tanh, torch.nn.functional.tanh)
 
 
 @dataclass
@@ -46,8 +52,8 @@ class Certificate:
     C: float           #: smoothness constant of Phi on B_r
     mu: float          #: step size used in the ball condition
     path_bound: float  #: 2 sqrt(2 Phi_0 / alpha) + mu G sqrt(2 Phi_0)
-    holds: bool        #: lam > 0, mu <= 1/C and path_bound <= r
-    kappa_inv_sq: float  #: (s0 / S0)^2, which alpha / C never exceeds
+    holds: bool        #: mu <= 1/C and path_bound <= r (a finite path bound needs lam > 0)
+    kappa_inv_sq: float  #: (s0 / S0)^2 (0 when H_0 = 0), which alpha / C never exceeds
 
     @property
     def predicted_rate(self) -> float:
@@ -56,6 +62,32 @@ class Certificate:
 
     def to_dict(self) -> dict:
         return dict(asdict(self), predicted_rate=self.predicted_rate)
+
+
+def check_certifiable(model) -> None:
+    """Raise ``ValueError`` naming the reason unless the rules of :mod:`rcutil.bounds` cover ``model``.
+
+    They cover a :class:`~rcutil.model.Transformer` as built (blocks of eqs. ``model-z`` and
+    ``model-block`` in the order ``W_Q, W_K, W_V, W_1, W_2``, then ``F = H W_U``), with the
+    activation tanh and a constant residual strength ``beta`` in ``[0, 1]``, the range of the
+    paper's variant for which the book states its theorems.
+    """
+    if not isinstance(model, Transformer) or type(model).forward is not Transformer.forward:
+        raise ValueError(f"the certificate covers rcutil.model.Transformer only (blocks, then W_U), "
+                         f"got {type(model).__name__}: build the model with rcutil.model.Transformer")
+    act = model.activation
+    if not (act in TANH or isinstance(act, torch.nn.Tanh)):
+        raise ValueError(f"the certificate's rules assume the activation tanh (|sigma'| <= 1, "
+                         f"|sigma''| <= 4/(3 sqrt 3), |sigma| <= 1), got {getattr(act, '__name__', act)!r}: "
+                         f"build the model with activation=torch.tanh")
+    beta = model.beta
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 <= beta <= 1:
+        raise ValueError(f"the certificate covers a constant residual strength beta in [0, 1], "
+                         f"got beta = {beta!r}: build the model with such a beta")
+    names = [f"blocks.{l}.{k}" for l in range(model.n_layers) for k in BLOCK_NAMES] + ["output.W_U"]
+    if list(model.shapes()) != names or any(type(b) is not TransformerBlock for b in model.blocks):
+        raise ValueError(f"the certificate's rules follow the layout {names[:5]} per block, then "
+                         f"output.W_U; this model has {list(model.shapes())}: use rcutil.model.Transformer")
 
 
 def _trace(model, X: torch.Tensor) -> list[list[dict[str, float]]]:
@@ -75,42 +107,37 @@ def _trace(model, X: torch.Tensor) -> list[list[dict[str, float]]]:
 def feature_bounds(model, X: torch.Tensor, r: float, trace=None) -> tuple[float, float, float]:
     """``(G_H, K_H, H_bound)`` for ``theta -> H`` on the ball of radius ``r`` (eq. ``conv-GH``).
 
-    Per sample ``p`` a :class:`~rcutil.bounds.Jet` runs through the blocks; then
-    ``G_H^2 = lambda_max(sum_p g_p g_p^T)``, ``K_H^2 = sum_p lambda_max(Hq_p)^2`` and
-    ``H_bound^2 = sum_p value_p^2``. Value bounds are tightened around the norms at
-    ``theta_0`` (``trace``, computed if not given).
+    Per sample ``p`` a :class:`~rcutil.bounds.Jet` runs through the blocks, with every weight
+    matrix of spectral norm at most ``||W^0||_2 + r``; then ``G_H^2 = lambda_max(sum_p g_p
+    g_p^T)`` (the squared spectral norm of the matrix with rows ``g_p``),
+    ``K_H^2 = sum_p lambda_max(Hq_p)^2`` and ``H_bound^2 = sum_p value_p^2``. Value bounds are
+    tightened around the norms at ``theta_0`` (``trace``, computed if not given).
     """
     if not (math.isfinite(r) and r >= 0):
         raise ValueError(f"r (the ball radius) must be finite and non-negative, got {r!r}")
+    check_certifiable(model)
     X = check_input(X, model.d)
     trace = _trace(model, X) if trace is None else trace
-    L = model.n_layers
-    n_params = len(BLOCK_NAMES) * L
-    radii = []
-    for blk in model.blocks:
-        radii.append({k: float(sigma_max(getattr(blk, k))) + r
-                      for k in BLOCK_NAMES})
-    gram = np.zeros((n_params, n_params))
-    K_sq = 0.0
-    H_sq = 0.0
-    n = X.shape[1]
+    n_params = len(BLOCK_NAMES) * model.n_layers
+    radii = [{k: float(sigma_max(getattr(blk, k))) + r for k in BLOCK_NAMES} for blk in model.blocks]
+    jets = []
     for p in range(X.shape[0]):
-        x_norm = float(sigma_max(X[p]))
-        jet = bounds.jet_const(x_norm, (n, model.d), n_params)
-        for l in range(L):
+        jet = bounds.jet_const(float(sigma_max(X[p])), tuple(X[p].shape), n_params)
+        for l in range(model.n_layers):
             jet = bounds.jet_block(jet, radii[l], len(BLOCK_NAMES) * l, n_params, d=model.d,
                                    d_qk=model.d_qk, d_F=model.d_F, beta=model.beta, tau=model.tau,
                                    norms0=trace[p][l], r=r)
-        gram += np.outer(jet.g, jet.g)
-        K_sq += jet.second**2
-        H_sq += jet.value**2
-    G_H = float(math.sqrt(max(np.linalg.eigvalsh(gram)[-1], 0.0)))
-    return G_H, math.sqrt(K_sq), math.sqrt(H_sq)
+        jets.append(jet)
+    G_H = float(np.linalg.norm(np.stack([j.g for j in jets]), 2))
+    K_H = math.sqrt(sum(j.second**2 for j in jets))
+    H_bound = math.sqrt(sum(j.value**2 for j in jets))
+    return G_H, K_H, H_bound
 
 
 def certificate(model, X: torch.Tensor, Y: torch.Tensor, r: float, mu: float | None = None,
                 *, trace=None) -> Certificate:
     """Evaluate Theorem 1's constants for radius ``r`` (and step ``mu``, default ``1/C``)."""
+    check_certifiable(model)
     X = check_input(X, model.d)
     if not isinstance(Y, torch.Tensor) or Y.shape != (X.shape[0], X.shape[1], model.d_out):
         raise ValueError(f"Y must be a tensor of shape {(X.shape[0], X.shape[1], model.d_out)} (N, n, d_out)")
@@ -128,71 +155,38 @@ def certificate(model, X: torch.Tensor, Y: torch.Tensor, r: float, mu: float | N
     H_max = min(S0 + G_H * r, H_bound)
     R_U = float(sigma_max(model.W_U)) + r
     lam = s0 - G_H * r
-    alpha = lam**2 if lam > 0 else 0.0
+    alpha = max(lam, 0.0) ** 2
     G = bounds.output_gradient_bound(H_max, G_H, R_U)
     K = bounds.output_second_bound(G_H, K_H, R_U)
     C = bounds.smoothness_constant(G, K, phi0, r)
+    if C == 0:
+        raise ValueError("C = 0: the output does not depend on the parameters (is X zero?); nothing to certify")
     mu = 1.0 / C if mu is None else float(mu)
+    if not (math.isfinite(mu) and mu > 0):
+        raise ValueError(f"mu (the step size) must be a finite positive number, got {mu!r}")
     path = (2.0 * math.sqrt(2.0 * phi0 / alpha) if alpha > 0 else math.inf) + mu * G * math.sqrt(2.0 * phi0)
-    holds = bool(lam > 0 and mu <= 1.0 / C * (1 + 1e-12) and path <= r)
     return Certificate(r=r, s0=s0, S0=S0, phi0=phi0, G_H=G_H, K_H=K_H, H_max=H_max, R_U=R_U,
-                       lam=lam, alpha=alpha, G=G, K=K, C=C, mu=mu, path_bound=path, holds=holds,
-                       kappa_inv_sq=(s0 / S0) ** 2)
+                       lam=lam, alpha=alpha, G=G, K=K, C=C, mu=mu, path_bound=path,
+                       holds=bool(mu <= 1.0 / C and path <= r),
+                       kappa_inv_sq=(s0 / S0) ** 2 if S0 > 0 else 0.0)
 
 
 def best_certificate(model, X: torch.Tensor, Y: torch.Tensor, *, n_radii: int = 120) -> Certificate:
-    """Scan radii ``r`` on a log grid up to ``s0 / G_H`` and return the certificate with the
-    fastest rate ``1 - mu alpha`` among those that hold (or the one closest to holding)."""
+    """Scan ``n_radii`` radii ``r`` on a log grid from ``10^-8 r_max`` to ``r_max = s0 / G_H(0)``
+    and return the certificate with the fastest rate ``1 - mu alpha`` among those that hold,
+    or, when none holds, the one closest to holding (smallest ``path_bound / r``)."""
     if n_radii < 2:
         raise ValueError(f"n_radii must be at least 2, got {n_radii!r}")
+    check_certifiable(model)
     X = check_input(X, model.d)
     trace = _trace(model, X)
-    first = certificate(model, X, Y, r=1e-12, trace=trace)
-    r_max = first.s0 / max(first.G_H, 1e-300)
-    best, fallback = None, None
-    for r in np.geomspace(r_max * 1e-8, r_max, n_radii):
-        c = certificate(model, X, Y, r=float(r), trace=trace)
-        if c.holds and (best is None or c.mu * c.alpha > best.mu * best.alpha):
-            best = c
-        gap = c.path_bound / c.r
-        if fallback is None or gap < fallback[0]:
-            fallback = (gap, c)
-    return best if best is not None else fallback[1]
-
-
-def composed_ratio_check(model, X: torch.Tensor, Y: torch.Tensor, r: float, n_points: int,
-                         seed: int = 0) -> dict[str, np.ndarray]:
-    """At random points of ``B_r`` and random unit directions: ``||H'|| / G_H``,
-    ``||H''|| / K_H`` and ``|delta^T Hess(Phi) delta| / C`` (exact derivatives, forward mode).
-    Every ratio must be at most 1."""
-    cert = certificate(model, X, Y, r=r)
-    g = torch.Generator().manual_seed(int(seed))
-    theta0 = {k: p.detach().clone() for k, p in model.named_parameters()}
-
-    def unit():
-        v = {k: torch.randn(p.shape, generator=g, dtype=p.dtype) for k, p in theta0.items()}
-        nv = math.sqrt(sum(float((t**2).sum()) for t in v.values()))
-        return {k: t / nv for k, t in v.items()}
-
-    def H_of(params):
-        return torch.func.functional_call(model, params, (X,), {"return_all": True}).features
-
-    def Phi_of(params):
-        return squared_loss(torch.func.functional_call(model, params, (X,)), Y)
-
-    def derivs(f, x, v):
-        def first(y):
-            return torch.func.jvp(f, (y,), (v,))[1]
-        return first(x), torch.func.jvp(first, (x,), (v,))[1]
-
-    out = {"H_first": [], "H_second": [], "Phi_hessian": []}
-    for _ in range(n_points):
-        u, v = unit(), unit()
-        frac = float(torch.rand(1, generator=g))
-        point = {k: theta0[k] + r * frac * u[k] for k in theta0}
-        d1, d2 = derivs(H_of, point, v)
-        _, h = derivs(Phi_of, point, v)
-        out["H_first"].append(float(d1.norm()) / cert.G_H)
-        out["H_second"].append(float(d2.norm()) / cert.K_H)
-        out["Phi_hessian"].append(abs(float(h)) / cert.C)
-    return {k: np.array(v) for k, v in out.items()}
+    first = certificate(model, X, Y, r=0.0, trace=trace)
+    if not first.s0 > 0:
+        raise ValueError("H_0 does not have full row rank (s0 = 0): no radius can certify; "
+                         "draw another initialisation or use fewer samples")
+    r_max = first.s0 / first.G_H
+    scanned = [certificate(model, X, Y, r=float(r), trace=trace) for r in np.geomspace(r_max * 1e-8, r_max, n_radii)]
+    holding = [c for c in scanned if c.holds]
+    if holding:
+        return max(holding, key=lambda c: c.mu * c.alpha)
+    return min(scanned, key=lambda c: c.path_bound / c.r)

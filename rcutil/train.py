@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -24,7 +25,8 @@ class History:
 
     ``sigma_min`` and ``sigma_max`` are those of the stacked ``(N n) x d`` attention-layer
     output ``Z_t`` of the last block (for one layer, the paper's ``Z``); ``grad_norm`` is the
-    Euclidean norm of the full gradient ``grad Phi(theta_t)``.
+    Euclidean norm of the full gradient ``grad Phi(theta_t)``; ``observed`` holds what the
+    ``observe`` argument of :func:`gradient_descent` returned, one list per name.
     """
 
     step_size: float
@@ -32,6 +34,7 @@ class History:
     sigma_min: list[float] = field(default_factory=list)
     sigma_max: list[float] = field(default_factory=list)
     grad_norm: list[float] = field(default_factory=list)
+    observed: dict[str, list[float]] = field(default_factory=dict)
 
     def rates(self) -> list[float]:
         """Per-step contraction factors ``Phi_{t+1} / Phi_t``."""
@@ -58,11 +61,14 @@ def _check_targets(model, X, Y):
 
 
 def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, steps: int,
-                     progress: bool = False, desc: str = "GD") -> History:
+                     progress: bool = False, desc: str = "GD",
+                     observe: Callable[[object], Mapping[str, float]] | None = None) -> History:
     """Run ``steps`` steps of full-batch GD at the constant step ``mu`` (eq. ``gd``), in place.
 
     At every iterate it records the loss, ``sigma_min(Z_t)``, ``sigma_max(Z_t)`` and
-    ``||grad Phi(theta_t)||``. If the loss or the gradient stops being finite it raises
+    ``||grad Phi(theta_t)||``; ``observe(out)``, if given, is called there too with the forward
+    pass (a :class:`~rcutil.model.ModelOutput` at ``theta_t``) and returns name -> number to
+    record in ``History.observed``. If the loss or the gradient stops being finite it raises
     :class:`TrainingDiverged`, naming the step and suggesting a smaller ``mu``.
     """
     from .model import as_number, check_input, squared_loss  # local: keeps the import graph flat
@@ -96,6 +102,10 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
         hist.sigma_min.append(s[-1].item())
         hist.sigma_max.append(s[0].item())
         hist.grad_norm.append(gnorm.item())
+        if observe is not None:
+            with torch.no_grad():
+                for name, value in observe(out).items():
+                    hist.observed.setdefault(name, []).append(float(value))
         if t == steps:
             break
         with torch.no_grad():

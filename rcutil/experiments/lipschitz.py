@@ -14,6 +14,7 @@ import torch
 
 from .. import bounds
 from ..claims import Claim, status
+from ..estimate import Part, peak_memory, seconds_per_call
 from ..linalg import sigma_max
 from ..model import attention, ffn
 from ..profiles import settings_for
@@ -102,6 +103,15 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
     return {"settings": settings, "seed": settings["seed"], "computed_on": "cpu",
             "max_ratio": {k: float(v.max()) for k, v in ratios.items()},
             "ratios": {k: v.tolist() for k, v in ratios.items()}}
+
+
+def estimate(profile: str | None = None, *, device: str = "cpu") -> list[Part]:
+    """Time a few random instances and project the whole check (always on the CPU, see :func:`run`)."""
+    settings = settings_for(SETTINGS, profile)
+    probe = 20
+    with torch_threads(1), peak_memory("cpu") as peak:
+        seconds = seconds_per_call(lambda: lipschitz_ratio_check(probe, settings["seed"]), repeats=2) / probe
+    return [Part("finite-difference ratios", settings["n_instances"], "random instance", seconds, peak.bytes)]
 
 
 def claims(result: dict) -> list[Claim]:
