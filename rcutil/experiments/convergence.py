@@ -262,7 +262,7 @@ def claims(result: dict) -> list[Claim]:
     ok = conv["max_measured_rate"] <= conv["predicted_rate"] + 1e-12
     rows.append(Claim(
         "theorem-1", "Theorem 1: linear convergence",
-        "if mu <= min{1/C, 1/alpha} then Phi(theta_{t+1}) <= (1 - mu alpha) Phi(theta_t)",
+        "if mu <= min(1/C, 1/alpha) then Phi(theta_(t+1)) <= (1 - mu alpha) Phi(theta_t)",
         f"at the theorem's mu = {conv['mu']:.3g}: largest measured Phi_(t+1)/Phi_t = "
         f"{conv['max_measured_rate']:.6f} <= 1 - mu alpha = {conv['predicted_rate']:.6f}",
         status(ok, deviation=True),

@@ -160,19 +160,6 @@ return {
 """
 
 
-#: Chapters whose printed outputs are still wider than the column; each entry goes when its
-#: chapter prints tables or shorter lines.
-WIDE_OUTPUT_PENDING = {"book/convergence.html", "book/lipschitz.html"}
-#: Plain-text formulas in claim texts that still use TeX's braces (rcutil/experiments/convergence.py).
-RAW_TEX_PENDING = ("theta_{t+1}",)
-
-
-def _without_pending(text: str) -> str:
-    for known in RAW_TEX_PENDING:
-        text = text.replace(known, "")
-    return text
-
-
 def test_tex_source_pattern():
     """The pattern of the raw-TeX check finds what a reader must not see, and only that."""
     for raw in ("Rank collapse as d_{QK} \\to \\infty, with", "\\sigma_{\\min}(Z)", "cost $5", "x^{2}"):
@@ -214,15 +201,14 @@ def test_page(page, server, browser):
     if facts["mathSource"]:
         assert facts["mathTypeset"] > 0, f"{page}: math is present but MathJax typeset none of it"
     assert not facts["rawDisplayMath"], f"{page}: raw $$ left in the text"
-    raw_tex = [t for t in facts["rawTex"] if TEX_SOURCE.search(_without_pending(t))]
+    raw_tex = [t for t in facts["rawTex"] if TEX_SOURCE.search(t)]
     assert not raw_tex, (f"{page}: TeX source shown as text (a title with math used as link text? "
                          f"give the reference plain link text): {raw_tex}")
     assert not TEX_SOURCE.search(facts["title"]), f"{page}: TeX source in the page title {facts['title']!r}"
     for licence in ("BSD 3-Clause", "CC BY-SA 4.0"):   # LICENSE and LICENSE-text.md, stated on every page
         assert licence in facts["footer"], f"{page}: the footer does not state the licence {licence}"
-    if page not in WIDE_OUTPUT_PENDING:
-        assert not facts["wideOutputs"], (f"{page}: printed lines wider than the column (print a "
-                                          f"table or shorter lines): {facts['wideOutputs']}")
+    assert not facts["wideOutputs"], (f"{page}: printed lines wider than the column (print a "
+                                      f"table or shorter lines): {facts['wideOutputs']}")
 
     broken_images = [i["src"] for i in facts["images"] if not i["ok"]]
     assert not broken_images, f"{page}: images that do not load: {broken_images}"
