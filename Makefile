@@ -9,7 +9,8 @@ export OPENBLAS_NUM_THREADS := 1
 export PYTHONHASHSEED := 0
 # chapters execute two at a time (and unit tests run on two workers): one torch thread each
 export RCUTIL_TORCH_THREADS ?= 1
-# data from the shared folder when it is there; otherwise rcutil's cache or download
+# data from a data folder beside the clone (../shared/data) when there is one; otherwise
+# rcutil's cache or a download
 SHARED_DATA := $(abspath ../shared/data)
 ifneq ($(wildcard $(SHARED_DATA)/SHA256SUMS),)
 export RCUTIL_DATA_DIR ?= $(SHARED_DATA)
@@ -25,7 +26,7 @@ OUT       ?= $(BOOK_ROOT)/_build/$(PROFILE)
 CHAPTERS  ?= $(wildcard $(BOOK_ROOT)/book/*.md)
 JB_CACHE   = $(OUT)/_build/.jupyter_cache
 
-.PHONY: book test install lint unit execute build site timings chapter lab browser-deps clean mutate
+.PHONY: book test install lint unit execute build site timings chapter lab browser-deps clean mutate weaken
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -105,3 +106,8 @@ clean:
 mutate: install
 	@$(BIN)/python -c "import mutmut" 2>/dev/null || $(BIN)/python -m pip install --quiet "mutmut>=3.8,<4"
 	$(BIN)/python scripts/mutate.py
+
+## make weaken: each plausible error of the theory code listed in scripts/weaken.py (a constant
+## halved, a term dropped, an activation let through), applied on a copy: every one must fail the tests
+weaken: install
+	$(BIN)/python scripts/weaken.py

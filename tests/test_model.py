@@ -92,6 +92,15 @@ def test_gradcheck_every_block():
     (dict(beta=math.nan), "beta must be in \\[0, 1\\]"),
     (dict(activation="relu"), "activation must be a callable"),
     (dict(W_U_init="ones"), "W_U_init"),
+    # the exact messages
+    (dict(n_layers=True), "^n_layers must be a positive integer, got True$"),
+    (dict(d_out=0), "^d_out must be a positive integer, got 0$"),
+    (dict(n_layers=-1), "^n_layers must be a positive integer, got -1$"),
+    (dict(tau=-1.0), "^tau must be a finite positive number, got -1.0$"),
+    (dict(tau=math.nan), "^tau must be a finite positive number, got nan$"),
+    (dict(init_std=-0.5), "^init_std for W_Q must be finite and non-negative, got -0.5$"),
+    (dict(init_std={"W_2": math.nan}), "^init_std for W_2 must be finite and non-negative, got nan$"),
+    (dict(W_U_init="Zero"), "^W_U_init must be 'gaussian' or 'zero', got 'Zero'$"),
 ])
 def test_bad_arguments_are_named(kwargs, match):
     args = dict(d=6, d_qk=3, d_F=10, d_out=2) | kwargs

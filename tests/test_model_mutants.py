@@ -125,22 +125,6 @@ def test_check_input_accepts_and_refuses():
         check_input(torch.full((1, 2, 4), math.inf), 4)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(n_layers=True), "^n_layers must be a positive integer, got True$"),
-    (dict(d_out=0), "^d_out must be a positive integer, got 0$"),
-    (dict(n_layers=-1), "^n_layers must be a positive integer, got -1$"),
-    (dict(tau=-1.0), "^tau must be a finite positive number, got -1.0$"),
-    (dict(tau=math.nan), "^tau must be a finite positive number, got nan$"),
-    (dict(init_std=-0.5), "^init_std for W_Q must be finite and non-negative, got -0.5$"),
-    (dict(init_std={"W_2": math.nan}), "^init_std for W_2 must be finite and non-negative, got nan$"),
-    (dict(W_U_init="Zero"), "^W_U_init must be 'gaussian' or 'zero', got 'Zero'$"),
-])
-def test_refused_arguments_with_their_message(kwargs, match):
-    args = dict(d=4, d_qk=2, d_F=3, d_out=2) | kwargs
-    with pytest.raises(ValueError, match=match):
-        Transformer(args.pop("d"), args.pop("d_qk"), args.pop("d_F"), args.pop("d_out"), **args)
-
-
 def test_modules_build_on_their_device_in_their_dtype():
     b, o = TransformerBlock(4, 2, 3), OutputMap(4, 2)                  # defaults: float64 zeros on the CPU
     assert all(p.dtype == torch.float64 and p.device.type == "cpu" and not p.any() for p in (*b.parameters(), o.W_U))
