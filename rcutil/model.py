@@ -103,7 +103,8 @@ def check_device(device) -> torch.device:
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
-        hint = f" (device names are lower case: {str(device).lower()!r})" if str(device).lower() != str(device) else ""
+        lower = device.lower() if isinstance(device, str) else device
+        hint = f" (device names are lower case: {lower!r})" if lower != device else ""
         raise ValueError(f"device {device!r} is not a torch device{hint}: use cpu, cuda, cuda:1 or mps") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():

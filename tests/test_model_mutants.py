@@ -4,6 +4,7 @@ Complements tests/test_model.py (structure, gradients, errors) for mutation test
 (``make mutate``): exact initial weights, exact loss, every accepted and refused argument.
 """
 import math
+import re
 
 import pytest
 import torch
@@ -14,11 +15,14 @@ from rcutil.model import (
     OutputMap,
     Transformer,
     TransformerBlock,
+    as_number,
     attention,
     attention_scores,
     beta_key,
     block,
     block_shapes,
+    check_beta,
+    check_device,
     check_input,
     ffn,
     squared_loss,
@@ -148,3 +152,97 @@ def test_accepted_edge_arguments():
     assert all(p.dtype == torch.float32 for p in m.parameters())
     m.reset_parameters(4, W_U_init="zero")
     assert torch.all(m.W_U == 0) and m.blocks[0].W_Q.abs().sum() > 0
+
+
+# --------------------------------------------------------------------------- validation, message by message
+@pytest.mark.parametrize("value, expected", [
+    (0.25, 0.25), (3, 3.0), (torch.tensor(0.5), 0.5), (torch.tensor([2.0]), 2.0),
+    (torch.tensor(7, dtype=torch.int64), 7.0),
+])
+def test_as_number_accepts_numbers_and_one_element_tensors(value, expected):
+    got = as_number("x", value, "a number")
+    assert got == expected and type(got) is float
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("abc", "'abc' (str)"), (None, "None (NoneType)"), (True, "True (bool)"), (1 + 2j, "(1+2j) (complex)"),
+    (torch.tensor([1.0, 2.0]), "tensor([1., 2.]) (Tensor)"), (torch.tensor(True), "tensor(True) (Tensor)"),
+    (torch.tensor(1 + 1j), "tensor(1.+1.j) (Tensor)"),
+])
+def test_as_number_refuses_the_rest_with_name_and_requirement(value, shown):
+    with pytest.raises(ValueError, match=f"^mu must be a positive step, got {re.escape(shown)}$"):
+        as_number("mu", value, "a positive step")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(tau="abc"), "^tau must be a finite positive number, got 'abc' \\(str\\)$"),
+    (dict(beta="abc"), "^beta must be a number in \\[0, 1\\] \\(the residual strength\\), got 'abc' \\(str\\)$"),
+    (dict(dtype=torch.int64), "^dtype must be a floating-point torch dtype such as torch.float64, got torch.int64$"),
+    (dict(dtype="float64"), "^dtype must be a floating-point torch dtype such as torch.float64, got 'float64'$"),
+])
+def test_refused_types_with_their_message(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Transformer(4, 2, 3, 1, **kwargs)
+
+
+def test_beta_as_a_tensor():
+    m = Transformer(4, 2, 3, 1, beta=torch.tensor(0.25))
+    assert m.beta == 0.25 and type(m.beta) is float
+    b = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+    assert check_beta(b) is b                              # a tensor passes unchanged, gradients and all
+    assert check_beta(0.5) == 0.5 and type(check_beta(1)) is float
+    with pytest.raises(ValueError, match=r"^beta must be in \[0, 1\], the range of the beta-variant \(1: the "
+                                         r"paper's model, 0: no residual\), got 1.5$"):
+        check_beta(torch.tensor(1.5))
+    X = torch.randn(2, 3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    out = torch.func.vmap(lambda beta: m(X, beta=beta))(torch.tensor([0.0, 1.0], dtype=torch.float64))
+    torch.testing.assert_close(out[1], m(X, beta=1.0))
+
+
+@pytest.mark.parametrize("device, match", [
+    ("gpu", "^device 'gpu' is not a torch device: use cpu, cuda, cuda:1 or mps$"),
+    ("CPU", "^device 'CPU' is not a torch device \\(device names are lower case: 'cpu'\\): "
+            "use cpu, cuda, cuda:1 or mps$"),
+    (None, "^device None is not a torch device: use cpu, cuda, cuda:1 or mps$"),
+])
+def test_check_device_names_a_bad_name(device, match):
+    with pytest.raises(ValueError, match=match):
+        check_device(device)
+
+
+def test_check_device_without_cuda_or_mps(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(ValueError, match=rf"^device 'cuda:0' asked for, but this torch has no usable CUDA device "
+                                         rf"\(torch {re.escape(torch.__version__)}, CUDA build: no\): use cpu, or "
+                                         rf"install a CUDA build of torch on a machine with a GPU$"):
+        check_device("cuda:0")
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    with pytest.raises(ValueError, match=r"CUDA build: 12\.8\)"):
+        check_device("cuda")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="^device 'mps' asked for, but MPS is not available here: use cpu$"):
+        check_device("mps")
+    assert check_device("cpu") == torch.device("cpu")
+
+
+def test_check_device_with_two_gpus(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert check_device("cuda") == torch.device("cuda")
+    assert check_device("cuda:1") == torch.device("cuda:1")
+    with pytest.raises(ValueError, match=r"^device 'cuda:2' asked for, but this machine has 2 CUDA device\(s\): "
+                                         r"use cuda:0 .. cuda:1$"):
+        check_device("cuda:2")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert check_device("mps") == torch.device("mps")
+
+
+def test_forward_checks_the_dtype_and_device_of_its_input():
+    m = Transformer(4, 2, 3, 1)
+    with pytest.raises(ValueError, match=r"^X has dtype torch.float32 but the model's parameters are torch.float64: "
+                                         r"pass X.to\(torch.float64\), or build the model with dtype=torch.float32$"):
+        m(torch.ones(2, 3, 4, dtype=torch.float32))
+    with pytest.raises(ValueError, match=r"^X is on meta but the model is on cpu: pass X.to\('cpu'\), or move the "
+                                         r"model with model.to\('meta'\)$"):
+        m(torch.ones(2, 3, 4, dtype=torch.float64, device="meta"))

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from .. import jena_data
 from ..claims import DEVIATION, NOT_REPRODUCED, REPRODUCED, Claim, status
 from ..linalg import singular_values
-from ..model import Transformer, block
+from ..model import Transformer, block, check_device
 from ..profiles import settings_for
 from ..threads import torch_threads  # noqa: F401 (used by the chapter too)
 from ..train import TrainingDiverged, gradient_descent
@@ -87,15 +87,6 @@ READINGS = tuple(f"{p}/{lay}/{nm}" for p in PRECISIONS for lay in LAYOUTS for nm
 FLOOR_UNITS = 10.0
 #: Working-set target of one chunk of samples on the CPU: a chunk's intermediates stay in cache.
 CHUNK_BYTES = 6 << 20
-
-
-def check_device(device) -> torch.device:
-    """``device`` as a torch device, or a ``ValueError`` that says it is not available here."""
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r} is not available here (torch.cuda.is_available() is "
-                         f"False): run on a machine with a GPU, or use --device cpu")
-    return device
 
 
 # --------------------------------------------------------------------------- data

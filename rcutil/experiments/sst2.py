@@ -36,6 +36,7 @@ from ..data import find
 from ..estimate import Part, peak_memory, seconds_per_call
 from ..gpt2 import GPT2_SMALL, GPT2Classifier, GPT2Config, from_hf_state_dict, read_hf_gpt2
 from ..linalg import effective_rank, stable_rank
+from ..model import check_device
 from ..profiles import settings_for
 from ..sst2_data import (
     SPLITS,
@@ -181,15 +182,6 @@ def make_optimizer(model: GPT2Classifier, settings: dict, lr: float):
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=tuple(settings["betas"]), fused=True)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, settings))
-
-
-def check_device(device) -> str:
-    """``device`` if torch can compute there; a CUDA device on a machine without one raises a
-    ``ValueError`` that says so."""
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} is not available here (torch sees no CUDA GPU): run on a "
-                         f"machine with one, or pass --device cpu")
-    return str(device)
 
 
 def autocast_dtype(settings: dict, device) -> torch.dtype | None:
@@ -363,7 +355,7 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
     histories are averaged over seeds."""
     settings = settings_for(SETTINGS, profile)
     with torch_threads(settings["threads"]):
-        return _run(settings, check_device(device), progress)
+        return _run(settings, str(check_device(device)), progress)
 
 
 def _run(settings: dict, device: str, progress: bool) -> dict:
@@ -416,7 +408,7 @@ def estimate(profile: str | None = None, *, device: str = "cpu") -> list[Part]:
     """
     settings = settings_for(SETTINGS, profile)
     with torch_threads(settings["threads"]):
-        return _estimate(settings, check_device(device))
+        return _estimate(settings, str(check_device(device)))
 
 
 def _estimate(settings: dict, device: str) -> list[Part]:
