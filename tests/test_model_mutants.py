@@ -200,7 +200,7 @@ def test_beta_as_a_tensor():
 
 
 @pytest.mark.parametrize("device, match", [
-    ("gpu", "^device 'gpu' is not a torch device: use cpu, cuda, cuda:1 or mps$"),
+    (3.5, "^device 3.5 is not a torch device: use cpu, cuda, cuda:1 or mps$"),
     ("CPU", "^device 'CPU' is not a torch device \\(device names are lower case: 'cpu'\\): "
             "use cpu, cuda, cuda:1 or mps$"),
     (None, "^device None is not a torch device: use cpu, cuda, cuda:1 or mps$"),
