@@ -47,8 +47,11 @@ def execute(path: str, timeout: int) -> tuple[str, dict | None, float, str | Non
 
     nb = read_chapter(Path(path))
     timeout = int(nb.metadata.get("mystnb", {}).get("execution_timeout", timeout))
+    # the kernel's own log only warns that it talks to this process over local TCP; a chapter's
+    # errors and warnings reach the notebook, not that log
     result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout,
-                                 allow_errors=False, meta_override=True)
+                                 allow_errors=False, meta_override=True,
+                                 extra_arguments=["--IPKernelApp.log_level=ERROR"])
     error = None if result.err is None else (result.exc_string or repr(result.err))
     return path, (nb if error is None else None), result.time, error
 
