@@ -70,7 +70,8 @@ def as_number(name: str, value, requirement: str) -> float:
     return float(value)
 
 
-def _check_positive(name: str, value) -> float:
+def check_positive(name: str, value) -> float:
+    """``value`` as a finite positive float, or a ``ValueError`` that names ``name``."""
     value = as_number(name, value, "a finite positive number")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
@@ -253,7 +254,7 @@ class Transformer(nn.Module):
         self.d_F = _check_positive_int("d_F", d_F)
         self.d_out = _check_positive_int("d_out", d_out)
         self.n_layers = _check_positive_int("n_layers", n_layers)
-        self.tau = _check_positive("tau", math.sqrt(d_qk) if tau is None else tau)
+        self.tau = check_positive("tau", math.sqrt(d_qk) if tau is None else tau)
         beta = check_beta(beta)
         self.beta = float(beta.detach()) if isinstance(beta, torch.Tensor) else beta
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:

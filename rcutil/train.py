@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
@@ -71,11 +70,9 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
     record in ``History.observed``. If the loss or the gradient stops being finite it raises
     :class:`TrainingDiverged`, naming the step and suggesting a smaller ``mu``.
     """
-    from .model import as_number, check_input, squared_loss  # local: keeps the import graph flat
+    from .model import check_input, check_positive, squared_loss  # local: keeps the import graph flat
 
-    mu = as_number("mu (the step size)", mu, "a finite positive number")
-    if not math.isfinite(mu) or mu <= 0:
-        raise ValueError(f"mu (the step size) must be a finite positive number, got {mu!r}")
+    mu = check_positive("mu (the step size)", mu)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
     W_U = model.W_U
