@@ -49,7 +49,7 @@ def one_line(exc: BaseException) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from .data import find
-    from .model import check_device
+    from .validate import device as check_device
 
     profile = active_profile(args.profile)
     check_device(args.device)

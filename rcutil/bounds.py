@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .activations import TANH, Activation
 from .linalg import sigma_max
 from .model import BLOCK_NAMES, attention, attention_scores, attention_weights, block, block_shapes, ffn
 
@@ -37,8 +38,8 @@ SOFTMAX_SECOND_BOUND = 1.0
 SOFTMAX_SECOND_SUPREMUM_N2 = math.sqrt(2.0) / (3.0 * math.sqrt(3.0))
 #: ``|tanh'| <= 1`` (attained at 0) and ``|tanh''| <= 4 / (3 sqrt 3)`` (attained at
 #: ``tanh x = 1/sqrt 3``), eq. ``lip-tanh``.
-TANH_FIRST_BOUND = 1.0
-TANH_SECOND_BOUND = 4.0 / (3.0 * math.sqrt(3.0))
+TANH_FIRST_BOUND = TANH.first_bound
+TANH_SECOND_BOUND = TANH.second_bound
 
 
 def softmax_jacobian(p: torch.Tensor) -> torch.Tensor:
@@ -250,16 +251,21 @@ def jet_softmax(S: Jet) -> Jet:
                SOFTMAX_JACOBIAN_BOUND * S.Hq + SOFTMAX_SECOND_BOUND * np.outer(S.g, S.g), S.shape)
 
 
-def jet_tanh(A: Jet) -> Jet:
-    """Entrywise tanh: ``(tanh A)' = tanh'(A) o A'``, ``(tanh A)'' = tanh''(A) o A' o A' + tanh'(A) o A''``.
-
-    ``||tanh(A)||_2 <= ||tanh(A)||_F <= min(||A||_F, sqrt(#entries))`` and
-    ``||A' o A'||_F <= ||A'||_F^2``.
+def jet_activation(A: Jet, act: Activation = TANH) -> Jet:
+    """Entrywise ``sigma`` (:mod:`rcutil.activations`): ``(sigma A)' = sigma'(A) o A'`` and
+    ``(sigma A)'' = sigma''(A) o A' o A' + sigma'(A) o A''``, so the derivative bounds scale by
+    ``sup |sigma'|`` and ``sup |sigma''|`` (``||A' o A'||_F <= ||A'||_F^2``); with ``sigma(0) = 0``,
+    ``||sigma(A)||_2 <= ||sigma(A)||_F <= min(sup|sigma'| ||A||_F, sup|sigma| sqrt(#entries))``.
+    For tanh (eq. ``lip-tanh``) the factors are 1, 4 / (3 sqrt 3) and 1.
     """
+    if not act.certifiable:
+        raise ValueError(f"the rules need sup|sigma'|, sup|sigma''| and sup|sigma| of the activation "
+                         f"{act.name!r}, which has none: use one of rcutil.activations.ACTIVATIONS")
     rows, cols = A.shape
-    value = min(math.sqrt(min(rows, cols)) * A.value, math.sqrt(rows * cols))
-    return Jet(value, TANH_FIRST_BOUND * A.g,
-               TANH_FIRST_BOUND * A.Hq + TANH_SECOND_BOUND * np.outer(A.g, A.g), A.shape)
+    value = min(act.first_bound * math.sqrt(min(rows, cols)) * A.value,
+                act.value_bound * math.sqrt(rows * cols))
+    return Jet(value, act.first_bound * A.g,
+               act.first_bound * A.Hq + act.second_bound * np.outer(A.g, A.g), A.shape)
 
 
 def jet_tighten(A: Jet, norm0: float, r: float) -> Jet:
@@ -275,7 +281,8 @@ def jet_tighten(A: Jet, norm0: float, r: float) -> Jet:
 BLOCK_STEPS = ("XQ", "XK", "S", "P", "V", "attn", "Z", "ZW1", "U", "FFN", "H")
 
 
-def block_norms0(X: torch.Tensor, W: dict[str, torch.Tensor], *, beta: float, tau: float):
+def block_norms0(X: torch.Tensor, W: dict[str, torch.Tensor], *, beta: float, tau: float,
+                 activation: Activation = TANH):
     """Spectral norms at ``theta_0`` of every step of one block (for :func:`jet_tighten`),
     and the block's output, computed by the functions of :mod:`rcutil.model`. ``X`` is one
     sample ``(n, d)``; ``W`` maps ``W_Q ... W_2`` to weights."""
@@ -283,17 +290,17 @@ def block_norms0(X: torch.Tensor, W: dict[str, torch.Tensor], *, beta: float, ta
          "S": attention_scores(X, W["W_Q"], W["W_K"], tau),
          "P": attention_weights(X, W["W_Q"], W["W_K"], tau),
          "attn": attention(X, W["W_Q"], W["W_K"], W["W_V"], tau)}
-    m["H"], m["Z"] = block(X, **W, beta=beta, tau=tau, activation=torch.tanh)
+    m["H"], m["Z"] = block(X, **W, beta=beta, tau=tau, activation=activation)
     m["ZW1"] = m["Z"] @ W["W_1"]
-    m["U"] = torch.tanh(m["ZW1"])
-    m["FFN"] = ffn(m["Z"], W["W_1"], W["W_2"], torch.tanh)
+    m["U"] = activation(m["ZW1"])
+    m["FFN"] = ffn(m["Z"], W["W_1"], W["W_2"], activation)
     norms = {k: float(sigma_max(m[k])) for k in BLOCK_STEPS}
     return norms, m["H"]
 
 
 def jet_block(X: Jet, radii: dict[str, float], offset: int, n_params: int, *, d: int, d_qk: int,
               d_F: int, beta: float, tau: float, norms0: dict[str, float] | None = None,
-              r: float = 0.0) -> Jet:
+              r: float = 0.0, activation: Activation = TANH) -> Jet:
     """Bounds for one block ``X -> FFN(Z) + beta Z``, ``Z = Attn(X) + beta X`` (eqs. ``model-z``, ``model-block``).
 
     ``radii`` maps ``W_Q ... W_2`` to spectral-norm radii; their parameter indices are
@@ -314,6 +321,6 @@ def jet_block(X: Jet, radii: dict[str, float], offset: int, n_params: int, *, d:
     attn = t("attn", jet_matmul(P, V))
     Z = t("Z", jet_add(attn, jet_scale(X, beta)))
     ZW1 = t("ZW1", jet_matmul(Z, W["W_1"]))
-    U = t("U", jet_tanh(ZW1))
+    U = t("U", jet_activation(ZW1, activation))
     FFN = t("FFN", jet_matmul(U, W["W_2"]))
     return t("H", jet_add(FFN, jet_scale(Z, beta)))

@@ -26,11 +26,8 @@ import torch
 
 from . import bounds
 from .linalg import sigma_max, singular_values, stacked_rows
-from .model import BLOCK_NAMES, Transformer, TransformerBlock, check_input, squared_loss
-
-#: The activations the rules of :mod:`rcutil.bounds` cover: tanh, with ``|sigma'| <= 1``,
-#: ``|sigma''| <= 4 / (3 sqrt 3)`` and ``|sigma| <= 1`` (eq. ``lip-tanh``).
-TANH = (torch.tanh, torch.nn.functional.tanh)
+from .model import BLOCK_NAMES, Transformer, TransformerBlock, squared_loss
+from .validate import inputs as check_input
 
 
 @dataclass
@@ -68,18 +65,19 @@ def check_certifiable(model) -> None:
     """Raise ``ValueError`` naming the reason unless the rules of :mod:`rcutil.bounds` cover ``model``.
 
     They cover a :class:`~rcutil.model.Transformer` as built (blocks of eqs. ``model-z`` and
-    ``model-block`` in the order ``W_Q, W_K, W_V, W_1, W_2``, then ``F = H W_U``), with the
-    activation tanh and a constant residual strength ``beta`` in ``[0, 1]``, the range of the
+    ``model-block`` in the order ``W_Q, W_K, W_V, W_1, W_2``, then ``F = H W_U``), with an
+    activation whose bounds are known (:mod:`rcutil.activations`) and a constant residual
+    strength ``beta`` in ``[0, 1]``, the range of the
     paper's variant for which the book states its theorems.
     """
     if not isinstance(model, Transformer) or type(model).forward is not Transformer.forward:
         raise ValueError(f"the certificate covers rcutil.model.Transformer only (blocks, then W_U), "
                          f"got {type(model).__name__}: build the model with rcutil.model.Transformer")
     act = model.activation
-    if not (act in TANH or isinstance(act, torch.nn.Tanh)):
-        raise ValueError(f"the certificate's rules assume the activation tanh (|sigma'| <= 1, "
-                         f"|sigma''| <= 4/(3 sqrt 3), |sigma| <= 1), got {getattr(act, '__name__', act)!r}: "
-                         f"build the model with activation=torch.tanh")
+    if not act.certifiable:
+        raise ValueError(f"the certificate's rules need the bounds sup|sigma'|, sup|sigma''| and "
+                         f"sup|sigma| of the activation, which {act.name!r} lacks: build the model "
+                         f"with an activation of rcutil.activations.ACTIVATIONS, such as 'tanh'")
     beta = model.beta
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 <= beta <= 1:
         raise ValueError(f"the certificate covers a constant residual strength beta in [0, 1], "
@@ -98,7 +96,8 @@ def _trace(model, X: torch.Tensor) -> list[list[dict[str, float]]]:
             Xl, per_block = X[p], []
             for blk in model.blocks:
                 W = {k: getattr(blk, k).detach() for k in BLOCK_NAMES}
-                norms, Xl = bounds.block_norms0(Xl, W, beta=model.beta, tau=model.tau)
+                norms, Xl = bounds.block_norms0(Xl, W, beta=model.beta, tau=model.tau,
+                                                activation=model.activation)
                 per_block.append(norms)
             traces.append(per_block)
     return traces
@@ -126,7 +125,7 @@ def feature_bounds(model, X: torch.Tensor, r: float, trace=None) -> tuple[float,
         for l in range(model.n_layers):
             jet = bounds.jet_block(jet, radii[l], len(BLOCK_NAMES) * l, n_params, d=model.d,
                                    d_qk=model.d_qk, d_F=model.d_F, beta=model.beta, tau=model.tau,
-                                   norms0=trace[p][l], r=r)
+                                   norms0=trace[p][l], r=r, activation=model.activation)
         jets.append(jet)
     G_H = float(np.linalg.norm(np.stack([j.g for j in jets]), 2))
     K_H = math.sqrt(sum(j.second**2 for j in jets))

@@ -19,12 +19,14 @@ either form.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import torch
 from torch import nn
+
+from . import activations, validate
+from .activations import TANH
 
 Activation = Callable[[torch.Tensor], torch.Tensor]
 
@@ -52,103 +54,6 @@ def beta_key(beta: float) -> str:
     return f"{float(beta):g}"
 
 
-# --------------------------------------------------------------------------- checks
-def _check_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def as_number(name: str, value, requirement: str) -> float:
-    """``value`` as a float: a Python or numpy number, or a one-element tensor. Anything else
-    (a string, ``None``, a bool) raises a ``ValueError`` that names ``name`` and ``requirement``."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool \
-            and not value.is_complex():
-        return float(value.detach())
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be {requirement}, got {value!r} ({type(value).__name__})")
-    return float(value)
-
-
-def check_positive(name: str, value) -> float:
-    """``value`` as a finite positive float, or a ``ValueError`` that names ``name``."""
-    value = as_number(name, value, "a finite positive number")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    return value
-
-
-#: The residual strengths the book's variant is defined for (eq. ``z``).
-BETA_RANGE = (0.0, 1.0)
-
-
-def check_beta(beta, name: str = "beta"):
-    """Check a residual strength: a number (or one-element tensor) in ``[0, 1]``, the range on
-    which the book defines the beta-variant (eq. ``z``: ``beta = 1`` is the paper's model,
-    ``beta = 0`` drops every residual). Returns a number as a float and a tensor unchanged (so
-    that it may carry gradients). A tensor under a ``torch.func`` transform passes unread:
-    ``vmap`` batches one beta per model, whose values cannot be read there (the models of the
-    batch were built, and so checked, one by one)."""
-    if isinstance(beta, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(beta):
-        return beta
-    lo, hi = BETA_RANGE
-    value = as_number(name, beta, f"a number in [{lo:g}, {hi:g}] (the residual strength)")
-    if not lo <= value <= hi:  # False for NaN as well
-        raise ValueError(f"{name} must be in [{lo:g}, {hi:g}], the range of the beta-variant "
-                         f"(1: the paper's model, 0: no residual), got {value!r}")
-    return beta if isinstance(beta, torch.Tensor) else value
-
-
-def check_device(device) -> torch.device:
-    """``device`` as a ``torch.device`` that this machine has; a ``ValueError`` names the fix."""
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        lower = device.lower() if isinstance(device, str) else device
-        hint = f" (device names are lower case: {lower!r})" if lower != device else ""
-        raise ValueError(f"device {device!r} is not a torch device{hint}: use cpu, cuda, cuda:1 or mps") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} asked for, but this torch has no usable CUDA device "
-                             f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}): "
-                             f"use cpu, or install a CUDA build of torch on a machine with a GPU")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r} asked for, but this machine has "
-                             f"{torch.cuda.device_count()} CUDA device(s): use cuda:0 .. "
-                             f"cuda:{torch.cuda.device_count() - 1}")
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {device!r} asked for, but MPS is not available here: use cpu")
-    return dev
-
-
-def check_input(X: torch.Tensor, d: int, name: str = "X", *, dtype: torch.dtype | None = None,
-                device: torch.device | None = None) -> torch.Tensor:
-    """Check that ``X`` is a finite ``(N, n, d)`` (or ``(n, d)``) tensor, of ``dtype`` and on
-    ``device`` when these are given (the model's); return it as 3-D."""
-    if not isinstance(X, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(X).__name__}")
-    if dtype is not None and X.dtype != dtype:
-        raise ValueError(f"{name} has dtype {X.dtype} but the model's parameters are {dtype}: "
-                         f"pass {name}.to({dtype}), or build the model with dtype={X.dtype}")
-    if device is not None and X.device != device:
-        raise ValueError(f"{name} is on {X.device} but the model is on {device}: pass "
-                         f"{name}.to({str(device)!r}), or move the model with model.to({str(X.device)!r})")
-    if X.dim() == 2:
-        X = X.unsqueeze(0)
-    if X.dim() != 3:
-        raise ValueError(f"{name} must have shape (N, n, d) or (n, d), got {tuple(X.shape)}")
-    if X.shape[-1] != d:
-        raise ValueError(
-            f"{name} has {X.shape[-1]} features in its last dimension but the model has d = {d}: "
-            f"shape {tuple(X.shape)}, expected (N, n, {d})"
-        )
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
-    if not torch.isfinite(X).all():
-        raise ValueError(f"{name} contains NaN or inf; clean or normalise the input first")
-    return X
-
-
 # --------------------------------------------------------------------------- equations
 def attention_scores(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, tau) -> torch.Tensor:
     """Scores ``X W_Q W_K^T X^T / tau`` of eq. ``attn``, shape ``(..., n, n)``."""
@@ -165,12 +70,12 @@ def attention(X, W_Q, W_K, W_V, tau) -> torch.Tensor:
     return attention_weights(X, W_Q, W_K, tau) @ (X @ W_V)
 
 
-def ffn(Z, W_1, W_2, activation: Activation = torch.tanh) -> torch.Tensor:
+def ffn(Z, W_1, W_2, activation: Activation = TANH) -> torch.Tensor:
     """``FFN(Z) = sigma(Z W_1) W_2``, eq. ``ffn``."""
     return activation(Z @ W_1) @ W_2
 
 
-def block(X, W_Q, W_K, W_V, W_1, W_2, *, beta, tau, activation: Activation = torch.tanh):
+def block(X, W_Q, W_K, W_V, W_1, W_2, *, beta, tau, activation: Activation = TANH):
     """One block, eqs. ``z`` and ``block``: returns ``(FFN(Z) + beta Z, Z)``, ``Z = Attn(X) + beta X``."""
     Z = attention(X, W_Q, W_K, W_V, tau) + beta * X
     return ffn(Z, W_1, W_2, activation) + beta * Z, Z
@@ -241,7 +146,7 @@ class Transformer(nn.Module):
         n_layers: int = 1,
         tau: float | None = None,
         beta: float = 1.0,
-        activation: Activation = torch.tanh,
+        activation: activations.Activation | str | Activation = TANH,
         init_std: float | Mapping[str, float] | None = None,
         W_U_init: str = "gaussian",
         seed: int = 0,
@@ -249,20 +154,18 @@ class Transformer(nn.Module):
         device: str | torch.device = "cpu",
     ):
         super().__init__()
-        self.d = _check_positive_int("d", d)
-        self.d_qk = _check_positive_int("d_qk", d_qk)
-        self.d_F = _check_positive_int("d_F", d_F)
-        self.d_out = _check_positive_int("d_out", d_out)
-        self.n_layers = _check_positive_int("n_layers", n_layers)
-        self.tau = check_positive("tau", math.sqrt(d_qk) if tau is None else tau)
-        beta = check_beta(beta)
+        self.d = validate.positive_int("d", d)
+        self.d_qk = validate.positive_int("d_qk", d_qk)
+        self.d_F = validate.positive_int("d_F", d_F)
+        self.d_out = validate.positive_int("d_out", d_out)
+        self.n_layers = validate.positive_int("n_layers", n_layers)
+        self.tau = validate.positive("tau", math.sqrt(d_qk) if tau is None else tau)
+        beta = validate.beta(beta)
         self.beta = float(beta.detach()) if isinstance(beta, torch.Tensor) else beta
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise ValueError(f"dtype must be a floating-point torch dtype such as torch.float64, got {dtype!r}")
-        device = check_device(device)
-        if not callable(activation):
-            raise ValueError(f"activation must be a callable such as torch.tanh, got {activation!r}")
-        self.activation = activation
+        device = validate.device(device)
+        self.activation = activations.get(activation)
         if W_U_init not in ("gaussian", "zero"):
             raise ValueError(f"W_U_init must be 'gaussian' or 'zero', got {W_U_init!r}")
         self.blocks = nn.ModuleList(
@@ -274,7 +177,7 @@ class Transformer(nn.Module):
     # ------------------------------------------------------------------ initialisation
     def reset_parameters(self, seed: int = 0, *, init_std=None, W_U_init: str = "gaussian") -> None:
         """Draw every parameter again from the seeded Gaussian initialisation (see class doc)."""
-        gen = torch.Generator().manual_seed(int(seed))
+        gen = torch.Generator().manual_seed(validate.seed(seed))
         for name, p in self.named_parameters():
             short = name.rsplit(".", 1)[-1]
             if short == "W_U":
@@ -299,11 +202,11 @@ class Transformer(nn.Module):
         With ``return_all=True`` it returns a :class:`ModelOutput` that also holds every
         block's attention-layer output ``Z`` and the features ``H`` that enter ``W_U``.
         ``beta`` overrides the model's residual strength for this call; it is checked like the
-        constructor's (:func:`check_beta`).
+        constructor's (:func:`rcutil.validate.beta`).
         """
         W_U = self.W_U
-        X = check_input(X, self.d, dtype=W_U.dtype, device=W_U.device)
-        beta = self.beta if beta is None else check_beta(beta)
+        X = validate.inputs(X, self.d, dtype=W_U.dtype, device=W_U.device)
+        beta = self.beta if beta is None else validate.beta(beta)
         Zs = []
         H = X
         for blk in self.blocks:
@@ -326,4 +229,5 @@ class Transformer(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"d={self.d}, d_qk={self.d_qk}, d_F={self.d_F}, d_out={self.d_out}, "
-                f"n_layers={self.n_layers}, tau={self.tau:g}, beta={self.beta:g}")
+                f"n_layers={self.n_layers}, tau={self.tau:g}, beta={self.beta:g}, "
+                f"activation={self.activation.name}")

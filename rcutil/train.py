@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from . import validate
 from .linalg import singular_values
 
 
@@ -70,13 +71,13 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
     record in ``History.observed``. If the loss or the gradient stops being finite it raises
     :class:`TrainingDiverged`, naming the step and suggesting a smaller ``mu``.
     """
-    from .model import check_input, check_positive, squared_loss  # local: keeps the import graph flat
+    from .model import squared_loss  # local: keeps the import graph flat
 
-    mu = check_positive("mu (the step size)", mu)
+    mu = validate.positive("mu (the step size)", mu)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
     W_U = model.W_U
-    X = check_input(X, model.d, dtype=W_U.dtype, device=W_U.device)
+    X = validate.inputs(X, model.d, dtype=W_U.dtype, device=W_U.device)
     Y = _check_targets(model, X, Y)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

@@ -235,7 +235,7 @@ def test_jet_tanh_rule(args):
     seed, a, b, _, scale = args
     r = _sampler(seed, scale)
     A = [r(a, b) for _ in range(3)]
-    jet = bounds.jet_tanh(_jet_of(*A))
+    jet = bounds.jet_activation(_jet_of(*A))
     # exact derivatives at t = 0 of tanh(A0 + t A1 + t^2/2 A2) (chain rule; tanh' = 1 - tanh^2)
     th = torch.tanh(A[0])
     d1 = (1 - th**2) * A[1]
@@ -282,9 +282,9 @@ def test_jet_rules_with_two_parameter_blocks(args):
         "B^T A^T": (lambda t: path_B(t).T @ path_A(t).T, BtAt),
         "AB + 2 AB": (lambda t: 3 * path_A(t) @ path_B(t), bounds.jet_add(AB, bounds.jet_scale(AB, -2.0))),
         "softmax(AB)": (lambda t: torch.softmax(path_A(t) @ path_B(t), -1), bounds.jet_softmax(AB)),
-        "tanh(AB)": (lambda t: torch.tanh(path_A(t) @ path_B(t)), bounds.jet_tanh(AB)),
+        "tanh(AB)": (lambda t: torch.tanh(path_A(t) @ path_B(t)), bounds.jet_activation(AB)),
         "tanh(AB) B^T": (lambda t: torch.tanh(path_A(t) @ path_B(t)) @ path_B(t).T,
-                         bounds.jet_matmul(bounds.jet_tanh(AB), bounds.jet_transpose(jB))),
+                         bounds.jet_matmul(bounds.jet_activation(AB), bounds.jet_transpose(jB))),
     }
     t0 = torch.tensor(0.0, dtype=torch.float64)
     for name, (path, jet) in cases.items():
@@ -329,9 +329,9 @@ def test_jet_sup_over_directions_and_weights():
     assert S.value == math.sqrt(3) and S.shape == (3, 5)                  # sqrt(#rows)
     np.testing.assert_allclose(S.g, [1.0, 0.5])
     np.testing.assert_allclose(S.Hq, [[4.0, 2.5], [2.5, 1.0]])            # Hq / 2 + g g^T, g = (2, 1)
-    T = bounds.jet_tanh(product)
+    T = bounds.jet_activation(product)
     assert T.value == math.sqrt(3) * 2.0 and T.shape == (3, 5)            # min(sqrt(min(3, 5)) ||A||, sqrt(15))
-    assert bounds.jet_tanh(bounds.jet_scale(T, 10.0)).value == math.sqrt(15)
+    assert bounds.jet_activation(bounds.jet_scale(T, 10.0)).value == math.sqrt(15)
     np.testing.assert_allclose(T.Hq, [[4 / (3 * 3**0.5) * 4, 1 + 4 / (3 * 3**0.5) * 2],
                                       [1 + 4 / (3 * 3**0.5) * 2, 4 / (3 * 3**0.5)]])
 

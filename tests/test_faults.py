@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rcutil import data, experiments, model, plotting, profiles, threads, train
+from rcutil import data, experiments, plotting, profiles, threads, train, validate
 from rcutil.__main__ import main
 from rcutil.model import Transformer
 
@@ -521,7 +521,7 @@ def test_13_a_float32_input_to_a_float64_model_names_both_dtypes():
     (lambda: Transformer(4, 2, 3, 1, dtype=torch.int64), r"dtype must be a floating-point torch dtype"),
     (lambda: Transformer(4, 2, 3, 1, device="CPU"),
      r"device 'CPU' is not a torch device \(device names are lower case: 'cpu'\)"),
-    (lambda: model.check_device("gpu"), r"device 'gpu' is not a torch device: use cpu, cuda"),
+    (lambda: validate.device("gpu"), r"device 'gpu' is not a torch device: use cpu, cuda"),
 ])
 def test_13_bad_model_arguments_are_named(make, match):
     with pytest.raises(ValueError, match=match):

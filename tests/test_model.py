@@ -90,7 +90,7 @@ def test_gradcheck_every_block():
     (dict(tau=0.0), "tau must be a finite positive"),
     (dict(tau=math.inf), "tau must be a finite positive"),
     (dict(beta=math.nan), "beta must be in \\[0, 1\\]"),
-    (dict(activation="relu"), "activation must be a callable"),
+    (dict(activation="relu"), "unknown activation 'relu'"),
     (dict(W_U_init="ones"), "W_U_init"),
     # the exact messages
     (dict(n_layers=True), "^n_layers must be a positive integer, got True$"),

@@ -9,24 +9,25 @@ import re
 import pytest
 import torch
 
+from rcutil.activations import TANH
 from rcutil.model import (
     BLOCK_NAMES,
     ModelOutput,
     OutputMap,
     Transformer,
     TransformerBlock,
-    as_number,
     attention,
     attention_scores,
     beta_key,
     block,
     block_shapes,
-    check_beta,
-    check_device,
-    check_input,
     ffn,
     squared_loss,
 )
+from rcutil.validate import as_number
+from rcutil.validate import beta as check_beta
+from rcutil.validate import device as check_device
+from rcutil.validate import inputs as check_input
 
 
 def test_block_shapes_and_beta_key():
@@ -60,12 +61,12 @@ def test_initial_weights_are_exactly_the_seeded_draws():
 
 def test_defaults_of_the_model():
     m = Transformer(9, 4, 3, 2)
-    assert m.n_layers == 1 and m.tau == 2.0 and m.beta == 1.0 and m.activation is torch.tanh
+    assert m.n_layers == 1 and m.tau == 2.0 and m.beta == 1.0 and m.activation is TANH
     assert (m.d, m.d_qk, m.d_F, m.d_out) == (9, 4, 3, 2)
     assert all(p.dtype == torch.float64 and p.device.type == "cpu" for p in m.parameters())
     assert Transformer(9, 4, 3, 2, tau=0.5).tau == 0.5 and Transformer(9, 4, 3, 2, beta=0).beta == 0.0
     assert torch.equal(Transformer(9, 4, 3, 2).W_U, Transformer(9, 4, 3, 2, seed=0).W_U)
-    assert m.extra_repr() == "d=9, d_qk=4, d_F=3, d_out=2, n_layers=1, tau=2, beta=1"
+    assert m.extra_repr() == "d=9, d_qk=4, d_F=3, d_out=2, n_layers=1, tau=2, beta=1, activation=tanh"
     assert m.W_U is m.output.W_U and m.shapes()["output.W_U"] == (9, 2)
 
 
@@ -133,10 +134,10 @@ def test_modules_build_on_their_device_in_their_dtype():
     b, o = TransformerBlock(4, 2, 3), OutputMap(4, 2)                  # defaults: float64 zeros on the CPU
     assert all(p.dtype == torch.float64 and p.device.type == "cpu" and not p.any() for p in (*b.parameters(), o.W_U))
     assert b.W_Q.shape == (4, 2) and b.W_2.shape == (3, 4) and o.W_U.shape == (4, 2)
-    m = Transformer(4, 2, 3, 2, n_layers=2, device="meta")             # the meta device: shapes only
-    assert all(p.device.type == "meta" for p in m.parameters())
-    assert TransformerBlock(4, 2, 3, device="meta").W_1.device.type == "meta"
+    assert TransformerBlock(4, 2, 3, device="meta").W_1.device.type == "meta"   # the blocks take any device
     assert OutputMap(4, 2, dtype=torch.float32, device="meta").W_U.dtype == torch.float32
+    with pytest.raises(ValueError, match="'meta' is not one the book runs on"):
+        Transformer(4, 2, 3, 2, n_layers=2, device="meta")
 
 
 def test_reset_parameters_defaults_to_seed_0_and_a_gaussian_W_U():

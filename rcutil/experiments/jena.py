@@ -31,10 +31,11 @@ from tqdm.auto import tqdm
 from .. import jena_data
 from ..claims import DEVIATION, NOT_REPRODUCED, REPRODUCED, Claim, status
 from ..linalg import singular_values
-from ..model import Transformer, block, check_device
+from ..model import Transformer, block
 from ..profiles import settings_for
 from ..threads import torch_threads  # noqa: F401 (used by the chapter too)
 from ..train import TrainingDiverged, gradient_descent
+from ..validate import device as check_device
 
 NAME = "jena"
 CHAPTER = "jena"
@@ -130,9 +131,9 @@ def stacked_models(settings: dict, *, d: int = len(jena_data.FEATURES), device="
 def _paper_weights(template: Transformer, params: dict) -> dict:
     """``params`` (Transformer names) as ``{"W_Q": ..., "W_U": ...}``; the batched computation
     implements one layer with sigma = tanh, and says so for any other template."""
-    if template.n_layers != 1 or template.activation is not torch.tanh:
+    if template.n_layers != 1 or template.activation.name != "tanh":
         raise ValueError("the batched sweep implements the one-layer model with activation tanh; "
-                         f"got n_layers = {template.n_layers}, activation = {template.activation!r}")
+                         f"got n_layers = {template.n_layers}, activation = {template.activation.name!r}")
     return {w: params[name] for w, name in WEIGHTS.items()}
 
 

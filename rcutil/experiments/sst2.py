@@ -36,7 +36,6 @@ from ..data import find
 from ..estimate import Part, peak_memory, seconds_per_call
 from ..gpt2 import GPT2_SMALL, GPT2Classifier, GPT2Config, from_hf_state_dict, read_hf_gpt2
 from ..linalg import effective_rank, stable_rank
-from ..model import check_device
 from ..profiles import settings_for
 from ..sst2_data import (
     SPLITS,
@@ -50,6 +49,7 @@ from ..sst2_data import (
     vocabulary,
 )
 from ..threads import torch_threads
+from ..validate import device as check_device
 
 NAME = "sst2"
 CHAPTER = "sst2"
