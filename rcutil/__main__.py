@@ -1,7 +1,9 @@
 """``python -m rcutil <experiment> --profile P --out DIR``: run one experiment of the book.
 
-Writes ``DIR/<experiment>.json`` (settings, profile, seeds, library versions and results)
-and the experiment's figures. Everything a user can get wrong (the profile, the device, the
+Computes the result (or takes it from the results store, :mod:`rcutil.results`) and writes
+``DIR/<experiment>.json``: settings, profile, device, library versions, the result, and the
+sha256 of the content. The chapter of the experiment draws its figures from the same stored
+result. Everything a user can get wrong (the profile, the device, the
 output folder, the data files) is checked before the run starts; an error is one line on
 stderr and a non-zero exit (``--debug`` shows the traceback).
 """
@@ -15,7 +17,6 @@ from pathlib import Path
 
 from . import experiments
 from .profiles import PROFILES, active_profile, settings_for
-from .results import library_versions, write_json
 
 PROG = "python -m rcutil"
 
@@ -48,34 +49,35 @@ def one_line(exc: BaseException) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from . import results
     from .data import find
     from .validate import device as check_device
 
     profile = active_profile(args.profile)
     check_device(args.device)
+    entry = experiments.entry(args.experiment)
     module = experiments.load(args.experiment)
+    settings = settings_for(module.SETTINGS, profile)
     if args.estimate:
-        from .estimate import format_table
+        from .estimate import format_table, project
 
-        if not hasattr(module, "estimate"):
-            raise ValueError(f"{args.experiment} has no estimate: run it without --estimate")
-        parts = module.estimate(profile, device=args.device)
-        print(format_table(args.experiment, profile, args.device, parts))
+        projection = project(module, settings, device=args.device)
+        print(format_table(args.experiment, profile, args.device, projection))
         return 0
-    check_out(args.out, module.JSON_NAME)
+    check_out(args.out, entry.stem)
     if hasattr(module, "data_files"):  # present, verified, or downloaded now: before the run
-        for rel in module.data_files(settings_for(module.SETTINGS, profile)):
+        for rel in module.data_files(settings):
             find(rel, progress=not args.no_progress)
     start = time.perf_counter()
-    result = module.run(profile, device=args.device, progress=not args.no_progress)
+    stored = results.store(module, profile, device=args.device, progress=not args.no_progress,
+                           refresh=args.fresh)
     seconds = time.perf_counter() - start
-    payload = {"experiment": args.experiment, "profile": profile, "device": args.device,
-               "versions": library_versions(), "wall_seconds": round(seconds, 2), **result}
-    path = write_json(payload, args.out / f"{module.JSON_NAME}.json")
-    print(f"wrote {path} ({seconds:.1f} s, profile {profile})")
-    if not args.no_figures and hasattr(module, "plot"):
-        for fig in module.plot(result, args.out):
-            print(f"wrote {fig}")
+    path = args.out / f"{entry.stem}.json"
+    results.write_json(results.read_json(stored), path)
+    print(f"wrote {path} ({seconds:.1f} s, profile {profile}; stored as {stored})")
+    print(f"its figures: the chapter book/{entry.stem}.md reads this stored result "
+          f"(make chapter NAME={entry.stem} PROFILE={profile}"
+          f"{'' if args.device == 'cpu' else f' RCUTIL_DEVICE={args.device}'})")
     return 0
 
 
@@ -87,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default: cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    parser.add_argument("--no-figures", action="store_true", help="write the JSON only")
+    parser.add_argument("--fresh", action="store_true",
+                        help="compute again even when the results store holds the result")
     parser.add_argument("--estimate", action="store_true",
                         help="time a few steps on the device, print the projected time and peak "
                              "memory of the whole run, and exit without running it")

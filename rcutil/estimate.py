@@ -1,38 +1,43 @@
 """Know the cost before a run: ``python -m rcutil <experiment> --profile P --estimate``.
 
-An experiment module may define ``estimate(profile=None, *, device="cpu") -> list[Part]``. It
-times a few units of the real configuration (GD steps, optimizer steps, sweep points) on the
-chosen device, measures their peak memory, and says how many units the whole run has; the
-projection is units times seconds per unit. Nothing is trained and nothing is stored.
+:func:`project` runs the experiment's real ``run`` with the profile's settings on the chosen
+device under a probe (:mod:`rcutil.progress`): every loop of the run stops after a few timed
+items, and its cost is projected to its full length, inner loops included. What runs outside
+the loops (reading data, building models) is measured as it is. Nothing is stored. A module
+whose run needs a large download that does not change the cost (pretrained weights) may
+define ``estimate_settings(settings) -> settings`` with a stand-in of the same cost.
 
-Helpers: :func:`seconds_per_call` (warm-up, then the best of a few timed calls) and
-:func:`peak_memory` (bytes the block allocated at its peak: CUDA's allocator statistics on a
-GPU, the process's resident set on the CPU).
+Helpers: :func:`seconds_per_call` (warm-up, then the best of a few timed calls; used by the
+benchmarks) and :func:`peak_memory` (bytes the block allocated at its peak: CUDA's allocator
+statistics on a GPU, the growth of the process's resident set on the CPU).
 """
 from __future__ import annotations
 
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+from .progress import Loop, run_probed
 
 
 @dataclass(frozen=True)
-class Part:
-    """One part of a run: ``units`` repetitions of a timed unit of work."""
+class Projection:
+    """The projected cost of a whole run."""
 
-    name: str                 #: e.g. "L=6 wo" or "beta sweep"
-    units: int                #: how many units the whole run has (steps, models, ...)
-    unit: str                 #: what a unit is, e.g. "optimizer step"
-    seconds_per_unit: float   #: measured
-    peak_bytes: int           #: peak memory of one unit, measured
+    loops: tuple[Loop, ...]     #: every loop of the run, in the order it first ran
+    seconds: float              #: projected wall time of the whole run
+    probe_seconds: float        #: what the probe itself took
+    peak_bytes: int             #: peak memory of the probe
 
-    @property
-    def seconds(self) -> float:
-        return self.units * self.seconds_per_unit
 
-    def to_dict(self) -> dict:
-        return dict(asdict(self), seconds=self.seconds)
+def project(module, settings: dict, *, device: str = "cpu") -> Projection:
+    """Probe ``module.run`` with ``settings`` on ``device`` and project the whole run."""
+    if hasattr(module, "estimate_settings"):
+        settings = module.estimate_settings(dict(settings))
+    with peak_memory(device) as peak:
+        probe, seconds = run_probed(lambda: module.run(settings, device=device, progress=False))
+    return Projection(tuple(probe.loops.values()), seconds + probe.extra, seconds, peak.bytes)
 
 
 def seconds_per_call(fn: Callable[[], object], *, repeats: int = 3, warmup: int = 1,
@@ -62,7 +67,7 @@ def peak_memory(device: str = "cpu") -> Iterator[_Peak]:
 
     On CUDA, the allocator's peak above what was allocated before the block. On the CPU, the
     growth of the process's peak resident set (``ru_maxrss``), which only grows: a block that
-    stays below an earlier peak reads 0, so measure the largest configuration first.
+    stays below an earlier peak reads 0.
     """
     import torch
 
@@ -91,16 +96,18 @@ def _max_rss() -> int:
     return rss if sys.platform == "darwin" else rss * 1024   # bytes on macOS, KiB on Linux
 
 
-def format_table(experiment: str, profile: str, device: str, parts: list[Part]) -> str:
-    """The projection as the CLI prints it."""
-    lines = [f"estimate for {experiment}, profile {profile}, on {device}:",
-             f"  {'part':<28}{'units':>9}  {'unit':<18}{'s/unit':>10}{'projected':>12}{'peak MiB':>10}"]
-    for p in parts:
-        lines.append(f"  {p.name:<28}{p.units:>9,}  {p.unit:<18}{p.seconds_per_unit:>10.4f}"
-                     f"{_hms(p.seconds):>12}{p.peak_bytes / 2**20:>10.1f}")
-    total = sum(p.seconds for p in parts)
-    peak = max((p.peak_bytes for p in parts), default=0)
-    lines.append(f"  {'total':<28}{'':>9}  {'':<18}{'':>10}{_hms(total):>12}{peak / 2**20:>10.1f}")
+def format_table(experiment: str, profile: str, device: str, p: Projection) -> str:
+    """The projection as the CLI prints it: one row per loop (inner loops indented)."""
+    lines = [f"estimate for {experiment}, profile {profile}, on {device} "
+             f"(probed in {p.probe_seconds:.1f} s):",
+             f"  {'loop':<34}{'units':>11}  {'unit':<16}{'s/unit':>10}{'projected':>12}"]
+    for loop in p.loops:
+        name = ("  " * loop.depth + loop.desc)[:34]
+        per = loop.seconds / loop.units if loop.units else 0.0
+        lines.append(f"  {name:<34}{loop.units:>11,.0f}  {loop.unit[:16]:<16}{per:>10.4f}"
+                     f"{_hms(loop.seconds):>12}")
+    lines.append(f"  {'whole run':<34}{'':>11}  {'':<16}{'':>10}{_hms(p.seconds):>12}")
+    lines.append(f"  peak memory of the probe: {p.peak_bytes / 2**20:.1f} MiB")
     return "\n".join(lines)
 
 

@@ -9,10 +9,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
 import torch
-from tqdm.auto import tqdm
 
 from . import validate
 from .linalg import singular_values
+from .progress import steps as loop
 
 
 class TrainingDiverged(FloatingPointError):
@@ -84,7 +84,7 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
         raise ValueError("every parameter of the model is frozen (requires_grad=False), so gradient "
                          "descent has nothing to train: unfreeze some, e.g. model.requires_grad_(True)")
     hist = History(step_size=mu)
-    for t in tqdm(range(steps + 1), desc=desc, disable=not progress, leave=False):
+    for t in loop(steps + 1, desc=desc, unit="GD step", progress=progress):
         out = model(X, return_all=True)
         loss = squared_loss(out.output, Y)
         grads = torch.autograd.grad(loss, params)

@@ -27,12 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     chapters = json.loads(args.chapters.read_text()) if args.chapters.is_file() else {}
     print(f"\nseconds per chapter and experiment, profile {args.profile}")
     print(f"{'chapter':<18}{'chapter s':>10}   {'experiment':<17}{'experiment s':>13}")
-    by_chapter = {e.chapter.replace("-", "_"): e for e in experiments.registry()}
+    by_chapter = {e.stem: e for e in experiments.registry()}
     for name in sorted(chapters, key=lambda k: -chapters[k]):
         e = by_chapter.get(name)
         exp, secs = "", ""
         if e is not None:
-            path = stored_path(e.name, args.profile)
+            path = stored_path(experiments.load(e.name), args.profile)
             exp = e.name
             secs = f"{read_json(path).get('wall_seconds', float('nan')):.1f}" if path.is_file() else "not run"
         print(f"{name:<18}{chapters[name]:>10.1f}   {exp:<17}{secs:>13}")

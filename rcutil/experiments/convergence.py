@@ -14,7 +14,6 @@ The sizes are the book's choice (the paper's are not public).
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,19 +21,11 @@ import torch
 
 from ..certificate import best_certificate
 from ..claims import Claim, status
-from ..estimate import Part, peak_memory, seconds_per_call
 from ..linalg import singular_values
 from ..model import Transformer
-from ..profiles import settings_for
 from ..threads import torch_threads
 from ..tightness import measure
 from ..train import gradient_descent
-
-NAME = "convergence"
-CHAPTER = "convergence"
-TITLE = "Linear convergence: Theorem 1, Corollary 1 and depth"
-ORDER = 40
-JSON_NAME = "convergence"
 
 _INSTANCE = dict(N=4, n=4, d=64, d_qk=8, d_F=64, d_out=2, tau=1.0, beta=1.0, x_std=0.125,
                  seed_model=0, seed_X=1, seed_target=2, tol=1e-10, n_radii=60, chunk=250)
@@ -183,10 +174,9 @@ def beta_sweep(settings: dict, *, device="cpu", progress=False) -> dict:
     return out
 
 
-def run(profile: str | None = None, *, device: str = "cpu", progress: bool = True) -> dict:
+def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> dict:
     """Theorem 1 / Corollary 1 at ``L = 1`` (top-level keys), ``L = 2, 4`` under ``multilayer``,
     and the ``beta`` sweep."""
-    settings = settings_for(SETTINGS, profile)
     with torch_threads(1):  # tiny matrices (see rcutil.threads)
         depth = {str(L): theorem_run(settings, L, device=device, progress=progress) for L in settings["layers"]}
         sweep = beta_sweep(settings, device=device, progress=progress)
@@ -195,42 +185,6 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
     return {"settings": settings, "seeds": {k: settings[k] for k in ("seed_model", "seed_X", "seed_target")},
             **depth.pop("1"), "multilayer": depth, "trajectory": trajectory, "tightness": tightness,
             "beta_sweep": sweep}
-
-
-def _estimate_depth(settings: dict, n_layers: int, device: str, *, probe: int = 5) -> list[Part]:
-    """The parts of one depth: radius scan, GD steps (the certified bound on their number) and
-    power iterations, each timed on ``probe`` units of the real configuration."""
-    model, X, Y = make_instance(settings, n_layers, device=device)
-    with peak_memory(device) as peak:
-        start = time.perf_counter()
-        cert = best_certificate(model, X, Y, n_radii=settings["n_radii"])
-        t_cert = time.perf_counter() - start
-    bound = math.ceil(math.log(settings["tol"]) / math.log(1.0 - cert.mu * cert.alpha))
-    steps = min(settings["max_steps"], math.ceil(bound / settings["chunk"]) * settings["chunk"])
-    t_gd = seconds_per_call(lambda: gradient_descent(model, X, Y, mu=cert.mu, steps=probe - 1), repeats=2) / probe
-    t_pow = seconds_per_call(lambda: measure(model, X, Y, cert.to_dict(), iterations=probe), repeats=1) / probe
-    return [Part(f"certificate L={n_layers}", 1, "radius scan", t_cert, peak.bytes),
-            Part(f"GD L={n_layers}", steps, "GD step", t_gd, peak.bytes),
-            Part(f"tightness L={n_layers}", 2 * settings["power_iterations"], "power iteration", t_pow, peak.bytes)]
-
-
-def estimate(profile: str | None = None, *, device: str = "cpu") -> list[Part]:
-    """Time a few units of every part on ``device`` and project the whole run (:mod:`rcutil.estimate`).
-
-    Per depth: the certificate's radius scan, the GD steps (as many as the certified rate
-    allows, an upper bound of the run) and the power iterations of the tightness measurement
-    at two points; then the beta sweep's certificates and GD steps."""
-    settings = settings_for(SETTINGS, profile)
-    with torch_threads(1):
-        parts = [part for L in sorted(settings["layers"], reverse=True)   # largest first: peak memory only grows
-                 for part in _estimate_depth(settings, L, device)]
-        model, X, Y = make_instance(settings, 1, device=device)
-        n_beta = len(settings["sweep_betas"])
-        t_cert = seconds_per_call(lambda: best_certificate(model, X, Y, n_radii=settings["n_radii"] // 2),
-                                  repeats=1, warmup=0)
-        t_gd = seconds_per_call(lambda: gradient_descent(model, X, Y, mu=1e-3, steps=4), repeats=2) / 5
-    return parts + [Part("beta sweep certificates", n_beta, "radius scan", t_cert, 0),
-                    Part("beta sweep GD", n_beta * (settings["sweep_steps"] + 1), "GD step", t_gd, 0)]
 
 
 # --------------------------------------------------------------------------- claims
@@ -257,8 +211,7 @@ def claims(result: dict) -> list[Claim]:
         status(pl_ok, deviation=True),
         "the lemmas and constants are the book's own derivation (the paper's are not public); "
         "each elementary rule is checked on its own in the Lipschitz chapter, and no measured "
-        "derivative exceeds its bound",
-        CHAPTER))
+        "derivative exceeds its bound"))
     ok = conv["max_measured_rate"] <= conv["predicted_rate"] + 1e-12
     rows.append(Claim(
         "theorem-1", "Theorem 1: linear convergence",
@@ -267,8 +220,7 @@ def claims(result: dict) -> list[Claim]:
         f"{conv['max_measured_rate']:.6f} <= 1 - mu alpha = {conv['predicted_rate']:.6f}",
         status(ok, deviation=True),
         "with the book's constants, on an instance that meets their conditions (width d >= N n, "
-        "small targets: the certificate is local); the bound is loose",
-        CHAPTER))
+        "small targets: the certificate is local); the bound is loose"))
     sweep = conv["beta_sweep"]
     err = max(abs(a - b) for a, b in zip(sweep["late_rate"], sweep["predicted_late_rate"]))
     rows.append(Claim(
@@ -279,16 +231,14 @@ def claims(result: dict) -> list[Claim]:
         f"(1 - kappa(H_0)^-2)^2 by at most {err:.3f}",
         status(err < 0.05, deviation=True),
         "measured through kappa of the features H entering W_U (which contain Z); the bound "
-        "itself gives alpha / C <= kappa(H_0)^-2",
-        CHAPTER))
+        "itself gives alpha / C <= kappa(H_0)^-2"))
     rows.append(Claim(
         "corollary-1", "Corollary 1: global minimum",
         "under the same conditions GD reaches a global minimum, Phi(theta*) = 0",
         f"GD at the theorem's mu = 1/C = {conv['mu']:.3g} reaches "
         f"Phi_T / Phi_0 = {conv['final_over_initial_loss']:.1e} in {conv['steps_to_tolerance']} steps",
         status(conv["final_over_initial_loss"] <= 1e-10),
-        "the loss falls below 1e-10 of its start, as certified",
-        CHAPTER))
+        "the loss falls below 1e-10 of its start, as certified"))
     oks, parts = [], []
     for L, m in sorted(conv["multilayer"].items(), key=lambda kv: int(kv[0])):
         oks.append(m["max_measured_rate"] <= m["predicted_rate"] + 1e-12
@@ -301,8 +251,7 @@ def claims(result: dict) -> list[Claim]:
         "; ".join(parts),
         status(all(oks), deviation=True),
         "constants evaluated numerically around theta_0 (closed forms explode with depth); the "
-        "residual-stream maps start scaled by 1/L, the book's choice of initialisation",
-        CHAPTER))
+        "residual-stream maps start scaled by 1/L, the book's choice of initialisation"))
     return rows
 
 

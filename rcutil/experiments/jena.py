@@ -26,22 +26,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from .. import jena_data
 from ..claims import DEVIATION, NOT_REPRODUCED, REPRODUCED, Claim, status
 from ..linalg import singular_values
 from ..model import Transformer, block
-from ..profiles import settings_for
+from ..progress import steps as loop
 from ..threads import torch_threads  # noqa: F401 (used by the chapter too)
 from ..train import TrainingDiverged, gradient_descent
 from ..validate import device as check_device
-
-NAME = "jena"
-CHAPTER = "jena"
-TITLE = "Experiment 1 rerun: Jena Climate and the residual strength β"
-ORDER = 60
-JSON_NAME = "jena"
 
 #: The one number of the experiment the paper makes public: min_t sigma_min^2(Z_t) / max_t ||Z_t||
 #: at beta = 0 (its norm and precision are not stated).
@@ -343,8 +336,7 @@ def batched_gd(template: Transformer, params: dict, betas: torch.Tensor, X: torc
     readings = {r: {"sigma_min": np.empty((B, len(grid))), "norm": np.empty((B, len(grid)))}
                 for r in READINGS} if grid else {}
     k = 0
-    for t in tqdm(range(steps + 1), desc="GD, all beta and seeds", disable=not progress,
-                  leave=False):
+    for t in loop(steps + 1, desc="GD, all beta and seeds", unit="GD step", progress=progress):
         loss, grads, Z = step(W)
         hist["loss"][:, t] = loss.cpu().numpy()
         if not np.isfinite(hist["loss"][:, t]).all():
@@ -490,14 +482,13 @@ def summarise(hist: dict, settings: dict) -> list[dict]:
     return runs
 
 
-def run(profile: str | None = None, *, device: str = "cpu", progress: bool = True,
+def run(settings: dict, *, device: str = "cpu", progress: bool = True,
         path=None) -> dict:
     """Load the profile's data, train every (beta, seed) model at once, summarise.
 
     ``path`` overrides where the data file is read from (tests use it); otherwise the file is
     found through :mod:`rcutil.data`.
     """
-    settings = settings_for(SETTINGS, profile)
     device = check_device(device)
     data = load_data(settings, path=path, progress=progress)
     X = torch.as_tensor(data.X, dtype=torch.float64, device=device)
@@ -534,62 +525,6 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
 
 
 # --------------------------------------------------------------------------- estimate
-def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
-    """Time the profile's configuration on ``device`` without training it: reading the data
-    file (when it is on this machine), a Lanczos step, a GD step of the whole batch (shown as
-    one part per beta, each its share of the batch) and one set of the eight readings, on
-    inputs of the profile's shape. The sweep stays in float64 on every device."""
-    from ..data import DataError, find
-    from ..estimate import Part, peak_memory, seconds_per_call
-
-    settings = settings_for(SETTINGS, profile)
-    device = check_device(device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else None
-    gen = torch.Generator().manual_seed(0)
-    N, n, d = settings["n_windows"], settings["n"], len(jena_data.FEATURES)
-    X = torch.randn(N, n, d, generator=gen, dtype=torch.float64).to(device)
-    Y = torch.randn(N, n, 1, generator=gen, dtype=torch.float64).to(device)
-    template, params, betas, _ = stacked_models(settings, d=d, device=device)
-    mu = 1e-6   # any small step: only the time is measured
-    steps = settings["steps"] + 1
-    parts = []
-    with torch_threads(settings["threads"] if device.type == "cpu" else None):
-        with peak_memory(device) as peak:
-            step = seconds_per_call(lambda: batched_gd(template, params, betas, X, Y, mu=mu, steps=0),
-                                    repeats=3, sync=sync)
-        with peak_memory(device) as peak_lanczos:
-            two, four = (seconds_per_call(lambda k=k: sharpness(template, params, betas, X, Y, iterations=k),
-                                          repeats=2, sync=sync) for k in (2, 4))
-        lanczos = max(four - two, 0.0) / 2          # one more step; the rest is the first gradient
-        W = _paper_weights(template, params)
-        if device.type == "cpu":
-            samples = Samples(X, Y, len(betas), settings["d_F"])
-            _, _, Z = loss_and_grad(W, betas, samples, tau=template.tau)
-        else:
-            _, _, Z = autograd_loss_and_grad(W, betas, X, Y, tau=template.tau)
-        readings = seconds_per_call(lambda: reading_spectra(Z, n), repeats=2, sync=sync)
-        try:
-            path = find(settings["file"], progress=False, allow_download=False)
-        except DataError:
-            path = None
-        if path is not None:
-            jena_data.forget_parsed()
-            load = seconds_per_call(lambda: load_data(settings, path=path), repeats=1, warmup=0)
-            parts.append(Part("read, check, window data", 1, "file", load, 0))
-    parts.append(Part("sharpness: first gradient", 1, "graph", max(two - 2 * lanczos, 0.0),
-                      peak_lanczos.bytes))
-    parts.append(Part("sharpness: Lanczos", settings["lanczos_steps"], "Hessian-vector prod.",
-                      lanczos, peak_lanczos.bytes))
-    share = step / len(settings["betas"])
-    S = len(settings["seeds"])
-    for beta in settings["betas"]:
-        parts.append(Part(f"GD beta={beta:g} ({S} seeds)", steps, "step, share of batch", share,
-                          peak.bytes))
-    grid = len(set(range(0, steps, settings["spectra_every"])) | {steps - 1})
-    parts.append(Part("8 readings of the ratio", grid, "iterate", readings, 0))
-    return parts
-
-
 # --------------------------------------------------------------------------- claims
 def verdicts(result: dict) -> dict:
     """The paper's qualitative claims, measured on a result of :func:`run`.
@@ -704,15 +639,14 @@ def claims(result: dict) -> list[Claim]:
     return [
         Claim("jena-order", "Jena: larger beta converges faster",
               "the larger beta, the faster GD converges",
-              f"Phi_T / Phi_0 per beta: {rel}", order_status, order_reason, CHAPTER),
+              f"Phi_T / Phi_0 per beta: {rel}", order_status, order_reason),
         Claim("jena-stall", "Jena: beta = 0 stalls",
               "without the residual GD is very slow or stalls",
               f"Phi_T / Phi_(T/2) per beta (higher = less late progress): {late}",
               status(v["beta0_stalls"]),
               "beta = 0 makes the least progress in the second half of training" if v["beta0_stalls"]
               else "beta = 0 still makes progress late in training: every beta approaches a floor "
-                   "(width d = 14 is far below N n, outside the theorem's regime)",
-              CHAPTER),
+                   "(width d = 14 is far below N n, outside the theorem's regime)"),
         Claim("jena-ratio", "Jena: min_t sigma_min^2(Z_t) / max_t ||Z_t||",
               f"{PAPER_RATIO_BETA0:.2e} without the residual, much larger with it",
               f"{ratios[0.0]:.2e} at beta = 0 and {ratios[1.0]:.2e} at beta = 1 (float64, stacked, "
@@ -720,8 +654,7 @@ def claims(result: dict) -> list[Claim]:
               f"the eight readings at beta = 0 (float32/64, per sample/stacked, spectral/Frobenius) "
               f"the paper's value falls {where}",
               status(v["ratio_much_smaller_at_0"], deviation=True),
-              f"the qualitative gap is there; on the paper's number, {paper_reading_text(p)}",
-              CHAPTER),
+              f"the qualitative gap is there; on the paper's number, {paper_reading_text(p)}"),
     ]
 
 

@@ -14,17 +14,9 @@ import torch
 
 from .. import bounds
 from ..claims import Claim, status
-from ..estimate import Part, peak_memory, seconds_per_call
 from ..linalg import sigma_max
 from ..model import attention, ffn
-from ..profiles import settings_for
 from ..threads import torch_threads
-
-NAME = "lipschitz"
-CHAPTER = "lipschitz"
-TITLE = "Lipschitz and smoothness bounds"
-ORDER = 20
-JSON_NAME = "lipschitz"
 
 #: Sizes of the chapter's random checks, per profile (see :mod:`rcutil.profiles`).
 SETTINGS = {
@@ -95,23 +87,13 @@ def lipschitz_ratio_check(n_instances: int, seed: int = 0) -> dict[str, np.ndarr
     return {k: np.array(v) for k, v in out.items()}
 
 
-def run(profile: str | None = None, *, device: str = "cpu", progress: bool = True) -> dict:
+def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> dict:
     """Ratios measured / bound per constant (always on the CPU, float64: tiny matrices)."""
-    settings = settings_for(SETTINGS, profile)
     with torch_threads(1):
         ratios = lipschitz_ratio_check(settings["n_instances"], settings["seed"])
     return {"settings": settings, "seed": settings["seed"], "computed_on": "cpu",
             "max_ratio": {k: float(v.max()) for k, v in ratios.items()},
             "ratios": {k: v.tolist() for k, v in ratios.items()}}
-
-
-def estimate(profile: str | None = None, *, device: str = "cpu") -> list[Part]:
-    """Time a few random instances and project the whole check (always on the CPU, see :func:`run`)."""
-    settings = settings_for(SETTINGS, profile)
-    probe = 20
-    with torch_threads(1), peak_memory("cpu") as peak:
-        seconds = seconds_per_call(lambda: lipschitz_ratio_check(probe, settings["seed"]), repeats=2) / probe
-    return [Part("finite-difference ratios", settings["n_instances"], "random instance", seconds, peak.bytes)]
 
 
 def claims(result: dict) -> list[Claim]:
@@ -125,8 +107,7 @@ def claims(result: dict) -> list[Claim]:
         f"{result['settings']['n_instances']} random instances the largest finite-difference "
         f"ratio over its bound is {worst:.4f} (must be <= 1)",
         status(worst <= 1.0, deviation=True),
-        "the constants are the book's own derivation (the paper's are not public)",
-        CHAPTER)]
+        "the constants are the book's own derivation (the paper's are not public)")]
 
 
 def plot(result: dict, out_dir) -> list[Path]:

@@ -12,14 +12,7 @@ import torch
 
 from ..claims import Claim, status
 from ..model import Transformer, attention, beta_key, ffn, squared_loss
-from ..profiles import settings_for
 from ..train import gradient_descent
-
-NAME = "model"
-CHAPTER = "model"
-TITLE = "The model"
-ORDER = 10
-JSON_NAME = "model"
 
 SETTINGS = {
     "ci": dict(N=4, n=6, d=8, d_qk=4, d_F=16, d_out=2, steps=60, mu=2e-3, betas=[0.0, 0.5, 1.0],
@@ -96,9 +89,8 @@ def gradcheck_blocks(model: Transformer, X, Y, names=None) -> dict[str, bool]:
     return out
 
 
-def run(profile: str | None = None, *, device: str = "cpu", progress: bool = True) -> dict:
+def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> dict:
     """All checks of the model chapter for the profile's sizes; returns a JSON-ready dict."""
-    settings = settings_for(SETTINGS, profile)
     model, X, Y = make_problem(settings, device=device)
 
     fd_errors = finite_difference_errors(model, X, Y, settings["fd_eps"])
@@ -127,35 +119,6 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
     }
 
 
-def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
-    """The cost of :func:`run` before running it (``python -m rcutil model --estimate``).
-
-    Times, on ``device`` and with the profile's sizes, one loss evaluation (central finite
-    differences take two per parameter entry), ``torch.autograd.gradcheck`` on the smallest
-    block (per entry; it also perturbs every entry twice) and ten GD steps.
-    """
-    from ..estimate import Part, peak_memory, seconds_per_call
-
-    settings = settings_for(SETTINGS, profile)
-    model, X, Y = make_problem(settings, device=device)
-    entries = sum(p.numel() for p in model.parameters())
-    sync = torch.cuda.synchronize if str(device).startswith("cuda") else None
-    with peak_memory(device) as peak, torch.no_grad():
-        seconds = seconds_per_call(lambda: model.loss(X, Y), sync=sync)
-    parts = [Part("finite differences", entries, "parameter entry", 2 * seconds, peak.bytes)]
-
-    name, smallest = min(model.named_parameters(), key=lambda item: item[1].numel())
-    with peak_memory(device) as peak:
-        seconds = seconds_per_call(lambda: gradcheck_blocks(model, X, Y, names={name}), repeats=1, sync=sync)
-    parts.append(Part("gradcheck", entries, "parameter entry", seconds / smallest.numel(), peak.bytes))
-
-    with peak_memory(device) as peak:   # ten steps in one call, as in the run
-        seconds = seconds_per_call(lambda: gradient_descent(model, X, Y, mu=settings["mu"], steps=9), sync=sync) / 10
-    parts.append(Part("gradient descent", len(settings["betas"]) * (settings["steps"] + 1), "GD step",
-                      seconds, peak.bytes))
-    return parts
-
-
 def claims(result: dict) -> list[Claim]:
     """"The model is the paper's": gradients match finite differences (relative error below
     1e-6, gradcheck passes) and the beta-variant matches the formulas written out (1e-12)."""
@@ -170,8 +133,7 @@ def claims(result: dict) -> list[Claim]:
         f"beta = 0 match the formulas written out to {diff:.1e}",
         status(ok, deviation=True),
         "the equations are the paper's; activation (tanh), temperature (sqrt(d_QK)), "
-        "initialisation and where beta enters a deep model are the book's choices",
-        CHAPTER)]
+        "initialisation and where beta enters a deep model are the book's choices")]
 
 
 def plot_gd(result: dict, ax_loss, ax_sigma) -> None:

@@ -28,21 +28,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from .. import plotting
 from ..claims import Claim, status
 from ..model import Transformer, attention, attention_weights, beta_key, squared_loss
-from ..profiles import settings_for
+from ..progress import steps as loop
 from ..spectra import SCALINGS, nested_score_products, random_inputs, spectrum, temperature, uniform_deviation
 from ..threads import torch_threads
 from ..train import gradient_descent
-
-NAME = "rank-collapse"
-CHAPTER = "rank-collapse"
-TITLE = "Rank collapse as d_QK grows, with and without the residual"
-ORDER = 50
-JSON_NAME = "rank_collapse"
 
 #: The scaling under which the attention output collapses as d_QK grows (eq. ``rc-variance``).
 COLLAPSE_SCALING = "tau=d_qk"
@@ -96,7 +89,7 @@ def sweep(settings: dict, *, progress: bool = False) -> dict:
     per_seed = {name: {q: [] for q in quantities} for name in SCALINGS}
     inputs = {"sigma_min": [], "sigma_min_centred": [], "norm": [], "norm_W_V": []}
     seeds = [settings["seed"] + s for s in range(settings["seeds"])]
-    for seed in tqdm(seeds, desc="d_QK sweep", disable=not progress, leave=False):
+    for seed in loop(seeds, desc="d_QK sweep", unit="seed", progress=progress):
         X = random_inputs(1, settings["N"], settings["n"], settings["d"], seed=seed)          # (1, N, n, d)
         gen = torch.Generator().manual_seed(10_000 + seed)
         W_V = torch.randn(settings["d"], settings["d"], generator=gen, dtype=torch.float64) / math.sqrt(settings["d"])
@@ -183,8 +176,7 @@ def claims(result: dict) -> list[Claim]:
         f"(the book's bound for any W_V, which holds everywhere: {acc['bound_holds']})",
         status(acc["ratio"] < 1e-3 and acc["falling"] and acc["bound_holds"] and acc["centred_lower"] > 0),
         "the collapse needs scores that vanish (d_QK s^4 / tau^2 -> 0, e.g. tau = d_QK); with "
-        "tau = sqrt(d_QK) it does not happen, which the chapter shows",
-        CHAPTER)]
+        "tau = sqrt(d_QK) it does not happen, which the chapter shows")]
 
 
 # --------------------------------------------------------------------------- training
@@ -257,13 +249,12 @@ def cubic_exponents(res: np.ndarray, start: float = 0.9, floor: float = 1e-13) -
 
 
 # --------------------------------------------------------------------------- run
-def run(profile: str | None = None, *, device: str = "cpu", progress: bool = True) -> dict:
+def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> dict:
     """All three parts under the profile's settings; JSON-serialisable (see the module doc).
 
     The computations are small and always run on the CPU in float64, whatever ``device`` says
     (the result records ``"computed_on": "cpu"``).
     """
-    settings = settings_for(SETTINGS, profile)
     with torch_threads(1):  # many small operations (see rcutil.threads)
         sw = sweep(settings, progress=progress)
         hist = train(settings, progress=progress)
@@ -283,35 +274,6 @@ def run(profile: str | None = None, *, device: str = "cpu", progress: bool = Tru
         "training_floor": per_sample_floor(training_problem(settings)[1]),
         "depth": {name: r.tolist() for name, r in depth.items()},
     }
-
-
-def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
-    """The cost of :func:`run` before running it (``python -m rcutil rank-collapse --estimate``).
-
-    Times, with the profile's real sizes, one seed of the d_QK sweep (up to the largest
-    d_QK), one GD step of the training runs (``2 (train_steps + 1)`` of them) and the two depth
-    stacks. Like :func:`run`, it computes on the CPU whatever ``device`` says.
-    """
-    from ..estimate import Part, peak_memory, seconds_per_call
-
-    settings = settings_for(SETTINGS, profile)
-    where = "" if str(device) == "cpu" else " (on the cpu)"
-    X, Y = training_problem(settings)
-    model = Transformer(settings["d"], settings["train_d_qk"], settings["train_d_F"], settings["train_d_out"],
-                        tau=temperature(COLLAPSE_SCALING, settings["train_d_qk"]), seed=settings["seed"])
-    parts = []
-    with torch_threads(1):
-        with peak_memory("cpu") as peak:
-            seconds = seconds_per_call(lambda: sweep(dict(settings, seeds=1)), repeats=1)
-        parts.append(Part("d_QK sweep" + where, settings["seeds"], "seed", seconds, peak.bytes))
-        with peak_memory("cpu") as peak:   # ten steps in one call, as in the run
-            seconds = seconds_per_call(lambda: gradient_descent(model, X, Y, mu=settings["train_mu"], steps=9)) / 10
-        parts.append(Part("training, beta = 0 and 1" + where, 2 * (settings["train_steps"] + 1), "GD step",
-                          seconds, peak.bytes))
-        with peak_memory("cpu") as peak:
-            seconds = seconds_per_call(lambda: depth_collapse(settings), repeats=1)
-        parts.append(Part("depth" + where, 1, "both stacks", seconds, peak.bytes))
-    return parts
 
 
 # --------------------------------------------------------------------------- figures

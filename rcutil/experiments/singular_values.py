@@ -7,13 +7,11 @@ sigma_min(Z), kappa(Z) and Weyl's lower bound (eq. ``sv-weyl-min``) for
 """
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 import torch
 
 from ..claims import Claim, status
-from ..profiles import settings_for
 from ..spectra import (
     attention_from_product,
     random_attention_weights,
@@ -23,12 +21,6 @@ from ..spectra import (
     weyl_bounds,
 )
 from ..threads import torch_threads
-
-NAME = "singular-values"
-CHAPTER = "singular-values"
-TITLE = "Singular values of the attention output and the role of the residual"
-ORDER = 30
-JSON_NAME = "singular_values"
 
 #: Sizes per profile (see :mod:`rcutil.profiles`). ``instances``: random (X, weights) draws
 #: per check in the chapter; ``sweep_instances``: draws of the beta sweep; ``betas``: its points.
@@ -42,12 +34,11 @@ SETTINGS = {
 }
 
 
-def run(profile: str | None = None, *, device: str = "cpu", progress: bool = True) -> dict:
+def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> dict:
     """The beta sweep of figure ``fig-sv-beta`` (always on the CPU: the arrays are small).
 
     Arrays in ``regimes`` have shape ``(betas, sweep_instances)``.
     """
-    settings = settings_for(SETTINGS, profile)
     with torch_threads(1):  # many small operations (see rcutil.threads)
         return beta_sweep(settings) | {"computed_on": "cpu"}
 
@@ -79,32 +70,6 @@ def beta_sweep(settings: dict) -> dict:
     return out
 
 
-def estimate(profile: str | None = None, *, device: str = "cpu") -> list:
-    """The cost of :func:`run` before running it (``python -m rcutil singular-values --estimate``).
-
-    Each regime is one batched computation over all ``sweep_instances`` draws, whose time and
-    memory grow in proportion to the number of draws: it is timed on the first
-    ``min(sweep_instances, 100)`` draws with every beta, and both figures are scaled up. Like
-    :func:`run`, it computes on the CPU whatever ``device`` says.
-    """
-    from ..estimate import Part, peak_memory, seconds_per_call
-
-    settings = settings_for(SETTINGS, profile)
-    where = "" if str(device) == "cpu" else " (on the cpu)"
-    draws = min(settings["sweep_instances"], 100)
-    scale = settings["sweep_instances"] / draws
-    betas = torch.linspace(0.0, 1.0, settings["betas"], dtype=torch.float64)
-    X = random_inputs(draws, settings["N"], settings["n"], settings["d"], seed=settings["seed"])
-    parts = []
-    with torch_threads(1):
-        for name, d_qk, scaling in sorted(regimes(settings), key=lambda r: -r[1]):   # largest first
-            with peak_memory("cpu") as peak:
-                seconds = seconds_per_call(partial(regime_sweep, settings, X, betas, d_qk, scaling), repeats=1)
-            parts.append(Part(f"{name}{where}", 1, f"{settings['sweep_instances']} draws",
-                              seconds * scale, int(peak.bytes * scale)))
-    return parts
-
-
 def claims(result: dict) -> list[Claim]:
     """"The residual keeps Z well conditioned": in the collapsed regime the smallest
     sigma_min(Z) over all draws at beta = 1 exceeds 100 times the median at beta = 0."""
@@ -124,8 +89,7 @@ def claims(result: dict) -> list[Claim]:
         status(smin1 > 0 and smin1 > 100 * smin0, deviation=True),
         "the exact statements are the book's: sigma_min(Z) >= (beta - ||P - U||) sigma_min(X) "
         "for W_V = I, eigenvalues 1 and 2 in the uniform case, and, for the Gaussian W_V of this "
-        "sweep, sigma_min(Z) >= beta sigma_min(X centred) - ||P - U|| ||X|| ||W_V||",
-        CHAPTER)]
+        "sweep, sigma_min(Z) >= beta sigma_min(X centred) - ||P - U|| ||X|| ||W_V||")]
 
 
 def plot_beta_sweep(result: dict, axes=None):

@@ -29,14 +29,12 @@ from pathlib import Path
 
 import torch
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 
 from ..claims import Claim, status
 from ..data import find
-from ..estimate import Part, peak_memory, seconds_per_call
 from ..gpt2 import GPT2_SMALL, GPT2Classifier, GPT2Config, from_hf_state_dict, read_hf_gpt2
 from ..linalg import effective_rank, stable_rank
-from ..profiles import settings_for
+from ..progress import steps as loop
 from ..sst2_data import (
     SPLITS,
     TOKENIZER_FILES,
@@ -50,12 +48,6 @@ from ..sst2_data import (
 )
 from ..threads import torch_threads
 from ..validate import device as check_device
-
-NAME = "sst2"
-CHAPTER = "sst2"
-TITLE = "SST-2 with GPT-2: depth and residual connections"
-ORDER = 70
-JSON_NAME = "sst2"
 
 #: ``init``: ``scratch`` (GPT-2's initialisation, seeded) or ``pretrained`` (GPT-2 small's
 #: published weights, :data:`rcutil.gpt2.GPT2_SMALL`; the sizes must be GPT-2 small's).
@@ -299,9 +291,9 @@ def train_one(settings: dict, data: dict, layers: int, residual: bool, seed: int
 
     start = time.perf_counter()
     record(0, None)
-    bar = tqdm(range(1, settings["steps"] + 1), disable=not progress, leave=False,
-               desc=f"L={layers} {'w' if residual else 'wo'} lr {lr:g} seed {seed}")
-    for step in bar:
+    desc = f"L={layers} {'w' if residual else 'wo'} lr {lr:g} seed {seed}"
+    for step in loop(range(1, settings["steps"] + 1), desc=desc, unit="optimizer step",
+                     progress=progress):
         loss = train_step(model, opt, sched, *batches.next(), grad_clip=settings["grad_clip"], amp=amp)
         running += loss
         count += 1
@@ -313,7 +305,6 @@ def train_one(settings: dict, data: dict, layers: int, residual: bool, seed: int
                     f"residual={residual}, lr={lr:g}, seed={seed}); lower lr_grid in SETTINGS")
             record(step, batch_loss)
             running, count, last = torch.zeros((), device=device), 0, step
-            bar.set_postfix(train_error=f"{hist['train_error'][-1]:.3f}")
     if dev:
         hist["dev_accuracy"] = 1 - evaluate(model, *data["dev"], device=device, amp=amp)["error"]
     hist["seconds"] = time.perf_counter() - start
@@ -350,10 +341,9 @@ def _mean(rows):
     return [sum(col) / len(col) for col in zip(*rows)]
 
 
-def run(profile: str | None = None, *, device: str = "cpu", progress: bool = True) -> dict:
+def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> dict:
     """Pick each pair's rate by a pilot, then train every (L, residual) pair for every seed;
     histories are averaged over seeds."""
-    settings = settings_for(SETTINGS, profile)
     with torch_threads(settings["threads"]):
         return _run(settings, str(check_device(device)), progress)
 
@@ -397,38 +387,10 @@ def _run(settings: dict, device: str, progress: bool) -> dict:
 
 
 # --------------------------------------------------------------------------- cost before a run
-def estimate(profile: str | None = None, *, device: str = "cpu") -> list[Part]:
-    """Time a few optimizer steps and evaluations of every (L, residual) pair on ``device`` and
-    project the whole run: pilots, training and evaluation, per pair. Nothing is trained or stored.
-
-    The model has random weights of the run's shapes (a pretrained run needs no download to be
-    estimated) and the run's vocabulary; a step is timed on the training batch whose length is
-    nearest the mean padded length of an epoch. Pairs are measured deepest first, so that the
-    CPU's peak resident set (which only grows) is read for the largest model.
-    """
-    settings = settings_for(SETTINGS, profile)
-    with torch_threads(settings["threads"]):
-        return _estimate(settings, str(check_device(device)))
-
-
-def _estimate(settings: dict, device: str) -> list[Part]:
-    data = prepare_data(settings)
-    amp = autocast_dtype(settings, device)
-    batch = tuple(t.to(device) for t in typical_batch(data, settings))
-    n_seeds, n_lr = len(settings["seeds"]), len(settings["lr_grid"])
-    evals = settings["steps"] // settings["eval_every"] + 1 + (settings["steps"] % settings["eval_every"] > 0)
-    parts = []
-    for layers in sorted(settings["layers"], reverse=True):
-        for residual in settings["residual"]:
-            name = f"L={layers} {'w' if residual else 'wo'}"
-            step, ev, dv, peak = _time_pair(settings, data, layers, residual, batch, device, amp)
-            parts += [
-                Part(f"{name} pilots", n_lr * settings["pilot_steps"], "optimizer step", step, peak),
-                Part(f"{name} training", n_seeds * settings["steps"], "optimizer step", step, peak),
-                Part(f"{name} evaluation", n_seeds * evals + 2 * n_lr, "train-subset pass", ev, peak),
-                Part(f"{name} dev", n_seeds, "dev pass", dv, peak),
-            ]
-    return parts
+def estimate_settings(settings: dict) -> dict:
+    """What ``--estimate`` probes: the run's settings with GPT-2's initialisation in place of
+    the pretrained weights (the same shapes and cost, and no 548 MB download)."""
+    return dict(settings, init="scratch")
 
 
 def typical_batch(data: dict, settings: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -440,22 +402,6 @@ def typical_batch(data: dict, settings: dict) -> tuple[torch.Tensor, torch.Tenso
     rows = epoch[int((padded - padded.mean()).abs().argmin())]
     tokens, lengths, labels = (t[rows] for t in data["train"])
     return tokens[:, :int(lengths.max())], lengths, labels
-
-
-def _time_pair(settings, data, layers, residual, batch, device, amp):
-    """Seconds of one optimizer step, one train-subset evaluation and one dev pass, and the
-    peak memory of the three, for one (L, residual) pair with random weights."""
-    sync = torch.cuda.synchronize if str(device).startswith("cuda") else None
-    with peak_memory(device) as peak:
-        model = make_model(dict(settings, init="scratch"), layers, residual, 0, data["vocabulary"], device)
-        opt, sched = make_optimizer(model, settings, settings["lr_grid"][0])
-        step = seconds_per_call(lambda: train_step(model, opt, sched, *batch, grad_clip=settings["grad_clip"],
-                                                   amp=amp), repeats=3, warmup=2, sync=sync)
-        ev = seconds_per_call(lambda: evaluate(model, *data["train_eval"], device=device, rank=True, amp=amp),
-                              repeats=1, warmup=1, sync=sync)
-        dv = seconds_per_call(lambda: evaluate(model, *data["dev"], device=device, amp=amp),
-                              repeats=1, warmup=1, sync=sync)
-    return step, ev, dv, peak.bytes
 
 
 # --------------------------------------------------------------------------- results and figures
@@ -509,16 +455,14 @@ def claims(result: dict) -> list[Claim]:
         status(v["lower_everywhere"], deviation=True),
         protocol + ("" if v["lower_everywhere"] else "; at " + ", ".join(
             f"L = {L}" for L, a, b in zip(layers, v["error_w"], v["error_wo"]) if not a < b)
-            + " the model without residuals is not worse"),
-        CHAPTER)]
+            + " the model without residuals is not worse"))]
     rows.append(Claim(
         "sst2-depth", "SST-2: with residuals the error keeps falling as L grows",
         "with residuals, deeper models reach a lower training error",
         "w: " + ", ".join(f"L = {L}: {e:.3f}" for L, e in zip(layers, v["error_w"])),
         status(v["falls_with_depth"], deviation=True),
         protocol + ("" if v["falls_with_depth"] else
-                    "; at this scale and training budget the deeper residual models do not reach a lower error"),
-        CHAPTER))
+                    "; at this scale and training budget the deeper residual models do not reach a lower error")))
     rows.append(Claim(
         "sst2-noresidual", "SST-2: without residuals deeper models barely train",
         "without residuals the deeper models barely train",
@@ -526,8 +470,7 @@ def claims(result: dict) -> list[Claim]:
         + f" (majority-label error {v['majority_error']:.3f})",
         status(v["deep_wo_stalls"], deviation=True),
         protocol + (f"; the deepest model without residuals ends within {BARELY} of the majority-label error"
-                    if v["deep_wo_stalls"] else "; the deepest model without residuals does train at this scale"),
-        CHAPTER))
+                    if v["deep_wo_stalls"] else "; the deepest model without residuals does train at this scale")))
     return rows
 
 
