@@ -49,12 +49,16 @@ class Check:
                                                             if self.rtol else [])
                              + ([f"{self.atol:.0e}"] if self.atol else []))
             return f"≈ {tol}"
+        if isinstance(self.threshold, bool) and self.op == "==":
+            return _number(self.threshold)
         return f"{self.op.replace('<=', '≤').replace('>=', '≥')} {_number(self.threshold)}"
 
 
 def _number(x) -> str:
-    if isinstance(x, bool) or isinstance(x, str):
-        return str(x)
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, str):
+        return x
     if isinstance(x, int):
         return f"{x:,}"
     return f"{x:.4g}"

@@ -33,6 +33,9 @@ class Projection:
 
 def project(module, settings: dict, *, device: str = "cpu") -> Projection:
     """Probe ``module.run`` with ``settings`` on ``device`` and project the whole run."""
+    from .validate import device as check_device
+
+    device = str(check_device(device))
     if hasattr(module, "estimate_settings"):
         settings = module.estimate_settings(dict(settings))
     with peak_memory(device) as peak:

@@ -4,25 +4,26 @@ import sys
 
 import pytest
 
-from rcutil import experiments
+from rcutil import experiments, results
 from rcutil.__main__ import main
+from rcutil.profiles import settings_for
 
 
-def test_model_experiment_writes_json_and_figure(tmp_path):
+def test_model_experiment_writes_its_sealed_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path / "store"))
     assert main(["model", "--profile", "ci", "--out", str(tmp_path), "--no-progress"]) == 0
-    result = json.loads((tmp_path / "model.json").read_text())
-    assert result["experiment"] == "model" and result["profile"] == "ci"
-    assert result["seed"] == result["settings"]["seed"]
-    assert {"torch", "numpy", "python"} <= set(result["versions"])
-    assert all(result["gradcheck"].values())
-    assert max(result["finite_difference_rel_error"].values()) < 1e-6
-    assert (tmp_path / "model_gd.svg").stat().st_size > 1000
+    written = json.loads((tmp_path / "model.json").read_text())
+    assert written["experiment"] == "model" and written["profile"] == "ci"
+    assert {"torch", "numpy", "python"} <= set(written["versions"])
+    assert written["result"]["settings"]["profile"] == "ci"
+    assert results.unsealed(tmp_path / "model.json") == results.unsealed(
+        results.stored_path(experiments.load("model"), "ci"))
 
 
-def test_same_profile_same_numbers(tmp_path):
-    a = experiments.load("model").run("ci", progress=False)
-    b = experiments.load("model").run("ci", progress=False)
-    assert a == b
+def test_same_profile_same_numbers():
+    module = experiments.load("model")
+    settings = settings_for(module.SETTINGS, "ci")
+    assert module.run(settings, progress=False) == module.run(settings, progress=False)
 
 
 def test_cli_profile_flag_and_errors(tmp_path):

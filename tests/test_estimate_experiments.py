@@ -1,41 +1,57 @@
-"""``estimate`` of the model, singular-value and rank-collapse experiments: the projection
-counts the units that ``run`` does, from timed units of the real configuration."""
+"""The generic estimate: the real run, probed, projects each loop to its full length."""
+import time
+
 import pytest
 
-from rcutil import experiments
+from rcutil import experiments, progress
 from rcutil.__main__ import main
-from rcutil.estimate import Part
+from rcutil.estimate import project
 from rcutil.profiles import settings_for
 
 
-def units_of_run(name: str, settings: dict) -> dict[str, int]:
-    """Part name -> units, counted from the settings the way run() loops over them."""
-    if name == "model":
-        d, d_qk, d_F, d_out = (settings[k] for k in ("d", "d_qk", "d_F", "d_out"))
-        entries = 2 * d * d_qk + d * d + 2 * d * d_F + d * d_out
-        return {"finite differences": entries, "gradcheck": entries,
-                "gradient descent": len(settings["betas"]) * (settings["steps"] + 1)}
-    if name == "singular-values":
-        return {"tau=d_qk, collapsed": 1, "tau=sqrt(d_qk)": 1}
-    return {"d_QK sweep": settings["seeds"], "training, beta = 0 and 1": 2 * (settings["train_steps"] + 1),
-            "depth": 1}
+def toy_run(settings, *, device="cpu", progress=True):
+    """Two outer configurations, each with an inner loop of ``n`` units of 10 ms."""
+    for _ in range(2):
+        for _ in progress_steps(settings["n"]):
+            time.sleep(0.01)
 
 
-@pytest.mark.parametrize("name", ["model", "singular-values", "rank-collapse"])
-def test_estimate_counts_the_units_of_the_run(name):
+def progress_steps(n):
+    return progress.steps(n, desc="inner", unit="unit", progress=False)
+
+
+class Toy:
+    run = staticmethod(toy_run)
+
+
+def test_a_probe_projects_nested_loops_to_their_length():
+    p = project(Toy, {"n": 200})
+    (inner,) = p.loops
+    assert inner.units == 400
+    assert 3.5 < p.seconds < 6.0            # 400 units of 10 ms
+    assert p.probe_seconds < 0.5            # a few units ran, not 400
+
+
+def test_a_loop_shorter_than_the_probe_runs_whole():
+    p = project(Toy, {"n": 2})
+    assert p.loops[0].units == 4 and abs(p.seconds - p.probe_seconds) < 0.05
+
+
+def test_outside_a_probe_every_item_runs():
+    assert list(progress.steps(5, desc="x", progress=False)) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("name", ["model", "rank-collapse"])
+def test_estimate_of_a_real_experiment_trains_a_few_steps_only(name):
     module = experiments.load(name)
-    parts = module.estimate("ci")
-    assert all(isinstance(p, Part) for p in parts)
-    assert {p.name: p.units for p in parts} == units_of_run(name, settings_for(module.SETTINGS, "ci"))
-    assert all(p.seconds_per_unit > 0 and p.peak_bytes >= 0 for p in parts)
-
-
-def test_estimate_on_another_device_says_where_it_computes():
-    parts = experiments.load("rank-collapse").estimate("ci", device="cuda")   # runs on the CPU anyway
-    assert all(p.name.endswith("(on the cpu)") for p in parts)
+    settings = settings_for(module.SETTINGS, "ci")
+    p = project(module, settings)
+    gd = [loop for loop in p.loops if loop.unit == "GD step"]
+    assert gd and p.seconds > p.probe_seconds > 0
 
 
 def test_cli_prints_the_projection(capsys):
     assert main(["model", "--profile", "ci", "--estimate"]) == 0
     out = capsys.readouterr().out
-    assert "estimate for model, profile ci, on cpu" in out and "gradient descent" in out and "total" in out
+    assert "estimate for model, profile ci, on cpu" in out and "GD beta=" in out
+    assert "whole run" in out

@@ -13,10 +13,8 @@ import hashlib
 import http.server
 import importlib.util
 import io
-import json
 import os
 import socket
-import stat
 import subprocess
 import sys
 import threading
@@ -251,40 +249,6 @@ def test_0b_the_makefile_uses_the_finder():
 
 
 # ----------------------------------------------------------------------- 3, 4, 6: the results store
-from test_results import fake  # noqa: E402,F401  (the fake experiment that reads one data file)
-
-
-def test_3_a_replaced_data_file_gives_a_new_result_with_its_checksum(request):
-    module, tmp_path = request.getfixturevalue("fake")
-    numbers = tmp_path / "data" / "fake" / "numbers.txt"
-    first = experiments.cached("fake", "ci")
-    numbers.write_text("5 5 5\n")
-    second = experiments.cached("fake", "ci")
-    assert (first["total"], second["total"], module.calls) == (12, 30, 2)
-    stored = sorted((tmp_path / "results").glob("fake-ci-*.json"))
-    assert len(stored) == 2, "the key holds the sha256 of the data read"
-
-
-def test_4_each_profile_executes_and_builds_in_its_own_folder():
-    plans = {p: subprocess.run(["make", "-n", "-s", "-C", str(ROOT), "execute", "build", f"PROFILE={p}"],
-                               capture_output=True, text=True).stdout for p in ("ci", "book")}
-    for p, plan in plans.items():
-        other = "book" if p == "ci" else "ci"
-        assert f"_build/{p}/_build/.jupyter_cache" in plan and f"--path-output ./_build/{p}" in plan, plan
-        assert f"_build/{other}" not in plan and f"RCUTIL_PROFILE={p}" in plan
-
-
-def test_6_a_truncated_stored_result_is_named_recomputed_and_replaced(request):
-    module, tmp_path = request.getfixturevalue("fake")
-    experiments.cached("fake", "ci")
-    (path,) = (tmp_path / "results").glob("fake-ci-*.json")
-    path.write_text('{"total": 1')
-    with pytest.warns(RuntimeWarning, match=f"{path}.*computing it again"):
-        assert experiments.cached("fake", "ci")["total"] == 12
-    assert json.loads(path.read_text())["total"] == 12 and module.calls == 2
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644
-
-
 # ----------------------------------------------------------------------- 5, 14: the residual strength
 @pytest.mark.parametrize("beta", [float("nan"), float("inf"), -1.0, 1.5, 100.0, torch.tensor(2.0)])
 def test_5_14_beta_outside_0_1_is_refused_by_constructor_and_forward(beta):

@@ -19,6 +19,7 @@ import torch
 import rcutil  # noqa: F401
 from rcutil import data
 from rcutil import jena_data as jd
+from rcutil.estimate import project
 from rcutil.experiments import jena
 from rcutil.profiles import settings_for
 
@@ -141,7 +142,7 @@ def test_a_few_rows_out_of_order_or_repeated_are_cleaned_and_counted_in_the_resu
     monkeypatch.setitem(jena.SETTINGS, "ci", dict(jena.SETTINGS["ci"], steps=3, lanczos_steps=3,
                                                   spectra_every=1))
     with jena.torch_threads(1):
-        result = jena.run("ci", progress=False, path=path)
+        result = jena.run(settings_for(jena.SETTINGS, "ci"), progress=False, path=path)
     info = result["data"]
     assert info["cleaning"]["out_of_order"] == 2 and info["cleaning"]["duplicates"] == 1
     assert info["cleaning"]["rows_read"] == 301 and info["rows_clean"] == 300
@@ -240,6 +241,6 @@ def test_diverging_sweep_names_the_setting_to_change():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_missing_gpu_is_named_before_any_work():
     with pytest.raises(ValueError, match=r"device 'cuda' asked for, but this torch has no usable CUDA device.*use cpu"):
-        jena.estimate("ci", device="cuda")
+        project(jena, settings_for(jena.SETTINGS, "ci"), device="cuda")
     with pytest.raises(ValueError, match=r"device 'cuda' asked for"):
-        jena.run("ci", device="cuda", progress=False)
+        jena.run(settings_for(jena.SETTINGS, "ci"), device="cuda", progress=False)

@@ -186,7 +186,7 @@ def test_paper_reading_picks_the_supported_reading():
 
 
 def test_run_ci_keys(small_ci):
-    r = jena.run("ci", progress=False)
+    r = jena.run(settings_for(jena.SETTINGS, "ci"), progress=False)
     json.dumps(to_jsonable(r))  # serialisable
     for key in ("runs", "step_size", "iterations", "seeds", "data", "settings", "readings"):
         assert key in r
@@ -220,8 +220,8 @@ def test_run_ci_keys(small_ci):
 
 
 def test_run_is_deterministic(small_ci):
-    a = to_jsonable(jena.run("ci", progress=False))
-    b = to_jsonable(jena.run("ci", progress=False))
+    a = to_jsonable(jena.run(settings_for(jena.SETTINGS, "ci"), progress=False))
+    b = to_jsonable(jena.run(settings_for(jena.SETTINGS, "ci"), progress=False))
     assert a == b
 
 
@@ -229,28 +229,11 @@ def test_plot_writes_four_figures(small_ci, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg", force=True)
-    r = jena.run("ci", progress=False)
+    r = jena.run(settings_for(jena.SETTINGS, "ci"), progress=False)
     paths = jena.plot(r, tmp_path)
     assert [p.name for p in paths] == ["jena_loss.svg", "jena_spectra.svg", "jena_ratio.svg",
                                        "jena_readings.svg"]
     assert all(p.stat().st_size > 1000 for p in paths)
-
-
-def test_estimate_times_every_part_without_training(capsys, monkeypatch):
-    from rcutil.__main__ import main
-
-    monkeypatch.setattr(jena, "batched_gd", _count(jena.batched_gd))
-    parts = jena.estimate("ci")
-    names = [p.name for p in parts]
-    assert [n for n in names if n.startswith("GD ")] == [f"GD beta={b:g} (3 seeds)" for b in jena._BETAS]
-    assert "sharpness: Lanczos" in names and "8 readings of the ratio" in names
-    gd = [p for p in parts if p.name.startswith("GD ")]
-    assert all(p.units == jena.SETTINGS["ci"]["steps"] + 1 and p.seconds_per_unit > 0 for p in gd)
-    assert all(p.seconds_per_unit == gd[0].seconds_per_unit for p in gd)
-    assert max(jena.batched_gd.steps) == 0          # only single steps were timed
-    assert main(["jena", "--profile", "ci", "--estimate"]) == 0
-    out = capsys.readouterr().out
-    assert "estimate for jena, profile ci, on cpu" in out and "GD beta=0.5 (3 seeds)" in out
 
 
 def _count(fn):

@@ -11,6 +11,7 @@ import rcutil  # noqa: F401
 from rcutil import data
 from rcutil import jena_data as jd
 from rcutil.experiments import jena
+from rcutil.profiles import settings_for
 
 HEADER_LINE = ",".join(f'"{h}"' for h in jd.HEADER)
 
@@ -277,7 +278,7 @@ def test_book_pipeline_end_to_end_on_full_size_file(tmp_path, monkeypatch):
     assert data.ASSETS[jd.FULL_FILE].validate is jd.check_structure
     monkeypatch.setitem(jena.SETTINGS, "book",
                         dict(jena.SETTINGS["book"], steps=2, lanczos_steps=2, spectra_every=1))
-    result = jena.run("book", progress=False)
+    result = jena.run(settings_for(jena.SETTINGS, "book"), progress=False)
     s = jena.SETTINGS["book"]
     assert result["shape"] == {"N": s["n_windows"], "n": s["n"], "d": 14}
     info = result["data"]

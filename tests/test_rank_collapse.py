@@ -16,7 +16,7 @@ from rcutil.spectra import random_inputs, spectrum, uniform_deviation
 
 @pytest.fixture(scope="module")
 def result():
-    return rc.run("ci", progress=False)
+    return rc.run(settings_for(rc.SETTINGS, "ci"), progress=False)
 
 
 def test_result_has_the_required_keys(result, tmp_path):
@@ -30,7 +30,7 @@ def test_result_has_the_required_keys(result, tmp_path):
     settings = result["settings"]
     assert all(len(v) == settings["train_steps"] + 1 for v in result["training"].values())
     assert "settings" in result and result["seeds"]
-    back = read_json(write_json(result, tmp_path / f"{rc.JSON_NAME}.json"))
+    back = read_json(write_json(result, tmp_path / "rank_collapse.json"))
     assert back["collapse_scaling"] == result["collapse_scaling"]
     json.dumps(back)
 
@@ -72,7 +72,7 @@ def test_determinism():
 
 def test_bad_profile_raises():
     with pytest.raises(ValueError, match="profile"):
-        rc.run("huge", progress=False)
+        settings_for(rc.SETTINGS, "huge")
 
 
 def _instances(S: int, seed: int = 0):

@@ -2,6 +2,7 @@
 import torch
 
 from rcutil.experiments import singular_values as sv
+from rcutil.profiles import settings_for
 
 RTOL = 1e-10
 
@@ -18,6 +19,6 @@ def test_beta_sweep_is_deterministic_and_weyl_holds():
 
 
 def test_claim_reads_the_collapsed_regime():
-    result = sv.run("ci", progress=False)
+    result = sv.run(settings_for(sv.SETTINGS, "ci"), progress=False)
     (claim,) = sv.claims(result)
     assert claim.key == "lemma-residual" and claim.status != "not reproduced"

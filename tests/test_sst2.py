@@ -6,7 +6,9 @@ import torch
 from test_gpt2 import SETTINGS, synthetic_data
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from rcutil.estimate import project
 from rcutil.experiments import sst2
+from rcutil.profiles import settings_for
 
 
 def tiny_data():
@@ -69,26 +71,6 @@ def test_training_steps_do_not_wait_for_the_device(steps, monkeypatch):
     assert counts[steps] == counts[2], counts
 
 
-def test_estimate_times_every_pair_and_trains_nothing(tmp_path, monkeypatch, capsys):
-    from rcutil.__main__ import main
-
-    monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path / "results"))
-    monkeypatch.setattr(sst2, "train_one", None)   # the estimate must not train
-    assert main(["sst2", "--profile", "ci", "--estimate", "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    settings = sst2.SETTINGS["ci"]
-    for L in settings["layers"]:
-        for kind in ("w", "wo"):
-            assert f"L={L} {kind} pilots" in out and f"L={L} {kind} training" in out
-    assert "total" in out and "optimizer step" in out
-    assert not (tmp_path / "results").exists() and not (tmp_path / "out").exists()
-    parts = {p.name: p for p in sst2.estimate("ci")}
-    train = parts["L=10 w training"]
-    assert train.units == len(settings["seeds"]) * settings["steps"] and train.seconds_per_unit > 0
-    assert parts["L=10 w pilots"].units == len(settings["lr_grid"]) * settings["pilot_steps"]
-    assert parts["L=10 w training"].seconds_per_unit > parts["L=2 w training"].seconds_per_unit
-
-
 def test_bf16_asked_where_it_cannot_run_warns_and_uses_float32():
     with pytest.warns(RuntimeWarning, match="bf16 needs a CUDA device"):
         assert sst2.autocast_dtype(dict(SETTINGS, precision="bf16"), "cpu") is None
@@ -102,6 +84,6 @@ def test_bf16_asked_where_it_cannot_run_warns_and_uses_float32():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
 def test_a_missing_gpu_is_named():
     with pytest.raises(ValueError, match="device 'cuda' asked for, but this torch has no usable CUDA device"):
-        sst2.estimate("ci", device="cuda")
+        project(sst2, settings_for(sst2.SETTINGS, "ci"), device="cuda")
     with pytest.raises(ValueError, match="device 'cuda:1' asked for, but this torch has no usable CUDA device"):
-        sst2.run("ci", device="cuda:1")
+        sst2.run(settings_for(sst2.SETTINGS, "ci"), device="cuda:1")

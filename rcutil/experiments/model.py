@@ -6,12 +6,14 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 
+from .. import results
+from ..checks import Check
 from ..claims import Claim, status
-from ..model import Transformer, attention, beta_key, ffn, squared_loss
+from ..model import Transformer, attention, ffn, squared_loss
 from ..train import gradient_descent
 
 SETTINGS = {
@@ -89,73 +91,101 @@ def gradcheck_blocks(model: Transformer, X, Y, names=None) -> dict[str, bool]:
     return out
 
 
-def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> dict:
-    """All checks of the model chapter for the profile's sizes; returns a JSON-ready dict."""
+@dataclass
+class GDRun:
+    """Full-batch GD at one residual strength: per iterate, the loss, the extreme singular
+    values of the stacked attention-layer output ``Z_t`` and the gradient norm."""
+
+    beta: float
+    loss: list[float]
+    sigma_min: list[float]
+    sigma_max: list[float]
+    grad_norm: list[float]
+
+    @property
+    def max_rate(self) -> float:
+        """The largest one-step ratio ``Phi(theta_{t+1}) / Phi(theta_t)``."""
+        return max(b / a for a, b in zip(self.loss, self.loss[1:]))
+
+
+@dataclass
+class Variant:
+    """The model at one ``beta`` against :func:`paper_formula`: largest absolute difference."""
+
+    beta: float
+    max_abs_diff: float
+
+
+@dataclass
+class Result(results.Result):
+    """The chapter's numbers: gradient checks per parameter block (by name), the
+    residual-strength variant per ``beta``, and GD per ``beta``."""
+
+    shapes: dict[str, list[int]]
+    finite_difference_rel_error: dict[str, float]
+    gradcheck: dict[str, bool]
+    variants: list[Variant]
+    gd: list[GDRun]
+
+
+def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result:
+    """Every check of the model chapter for the profile's sizes."""
     model, X, Y = make_problem(settings, device=device)
-
-    fd_errors = finite_difference_errors(model, X, Y, settings["fd_eps"])
-    gradcheck = gradcheck_blocks(model, X, Y)
-
-    variant = {}
     with torch.no_grad():
-        for beta in (1.0, 0.0, 0.5):
-            diff = (model(X, beta=beta) - paper_formula(model, X, beta)).abs().max().item()
-            variant[beta_key(beta)] = diff
-
-    gd = {}
+        variants = [Variant(beta, (model(X, beta=beta) - paper_formula(model, X, beta))
+                            .abs().max().item()) for beta in (0.0, 0.5, 1.0)]
+    gd = []
     for beta in settings["betas"]:
         m, X_, Y_ = make_problem(settings, beta=beta, device=device)
-        hist = gradient_descent(m, X_, Y_, mu=settings["mu"], steps=settings["steps"], progress=progress,
-                                desc=f"GD beta={beta:g}")
-        gd[beta_key(beta)] = hist.to_dict() | {"max_rate": max(hist.rates())}
-    return {
-        "settings": settings,
-        "seed": settings["seed"],
-        "shapes": {k: list(v) for k, v in model.shapes().items()},
-        "finite_difference_rel_error": fd_errors,
-        "gradcheck": gradcheck,
-        "variant_max_abs_diff": variant,
-        "gd": gd,
-    }
+        h = gradient_descent(m, X_, Y_, mu=settings["mu"], steps=settings["steps"],
+                             progress=progress, desc=f"GD beta={beta:g}")
+        gd.append(GDRun(beta, h.loss, h.sigma_min, h.sigma_max, h.grad_norm))
+    return Result(settings=settings,
+                  shapes={k: list(v) for k, v in model.shapes().items()},
+                  finite_difference_rel_error=finite_difference_errors(model, X, Y,
+                                                                       settings["fd_eps"]),
+                  gradcheck=gradcheck_blocks(model, X, Y), variants=variants, gd=gd)
 
 
-def claims(result: dict) -> list[Claim]:
-    """"The model is the paper's": gradients match finite differences (relative error below
-    1e-6, gradcheck passes) and the beta-variant matches the formulas written out (1e-12)."""
-    fd = max(result["finite_difference_rel_error"].values())
-    diff = max(result["variant_max_abs_diff"].values())
-    ok = all(result["gradcheck"].values()) and fd < 1e-6 and diff < 1e-12
+#: Largest relative difference of autograd and central differences the chapter accepts.
+FD_TOLERANCE = 1e-6
+#: Largest difference of the model and the paper's formula written out (float64).
+FORMULA_TOLERANCE = 1e-12
+
+
+def checks(result: Result) -> list[Check]:
+    """The chapter's acceptance checks."""
+    fd = result.finite_difference_rel_error
+    at = {v.beta: v.max_abs_diff for v in result.variants}
+    sigma0 = results.pick(result.gd, beta=0.0).sigma_min[0]
+    sigma1 = results.pick(result.gd, beta=1.0).sigma_min[0]
+    return [
+        Check("every parameter block has its gradient checked", sorted(fd) == sorted(
+            result.shapes), "==", True),
+        Check("autograd against central differences, largest relative difference",
+              max(fd.values()), "<=", FD_TOLERANCE),
+        Check("`torch.autograd.gradcheck` passes in every block", all(
+            result.gradcheck.values()), "==", True),
+        *[Check(f"$\\beta = {b:g}$: model against the formula written out, largest "
+                f"difference", at[b], "<=", FORMULA_TOLERANCE) for b in (1.0, 0.0, 0.5)],
+        Check("GD: largest one-step ratio $\\Phi_{t+1}/\\Phi_t$ over every $\\beta$",
+              max(r.max_rate for r in result.gd), "<", 1.0),
+        Check("$\\sigma_{\\min}(Z_0)$ at $\\beta = 1$ over $\\beta = 0$", sigma1 / sigma0,
+              ">", 10.0),
+    ]
+
+
+def claims(result: Result) -> list[Claim]:
+    """"The model is the paper's": every acceptance check of the chapter holds."""
+    fd = max(result.finite_difference_rel_error.values())
+    diff = max(v.max_abs_diff for v in result.variants)
     return [Claim(
         "model", "The model",
         "F(X) = (FFN(Attn(X) + X) + Attn(X) + X) W_U, softmax attention, Lipschitz FFN; "
         "residual-strength variant with beta in [0, 1]; loss 1/2 ||F - Y||^2, plain GD",
-        f"gradients match finite differences to {fd:.1e} (relative) in every block; beta = 1 and "
-        f"beta = 0 match the formulas written out to {diff:.1e}",
-        status(ok, deviation=True),
+        f"gradients match finite differences to {fd:.1e} (relative) in every block; beta = 1 "
+        f"and beta = 0 match the formulas written out to {diff:.1e}",
+        status(all(c.ok for c in checks(result)), deviation=True),
         "the equations are the paper's; activation (tanh), temperature (sqrt(d_QK)), "
-        "initialisation and where beta enters a deep model are the book's choices")]
-
-
-def plot_gd(result: dict, ax_loss, ax_sigma) -> None:
-    """Loss and sigma_min(Z_t) of the GD runs, one curve per beta."""
-    from ..plotting import colors
-
-    for color, (beta, hist) in zip(colors(len(result["gd"])), result["gd"].items()):
-        ax_loss.semilogy(hist["loss"], color=color, label=f"β = {float(beta):g}")
-        ax_sigma.semilogy(hist["sigma_min"], color=color, label=f"β = {float(beta):g}")
-    ax_loss.set(xlabel="GD step t", ylabel=r"loss $\Phi(\theta_t)$")
-    ax_sigma.set(xlabel="GD step t", ylabel=r"$\sigma_{\min}(Z_t)$")
-    ax_loss.legend()
-
-
-def plot(result: dict, out_dir) -> list[Path]:
-    import matplotlib.pyplot as plt
-
-    from ..plotting import save, setup
-
-    setup(svg=False)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4), layout="constrained")
-    plot_gd(result, a, b)
-    path = save(fig, Path(out_dir) / "model_gd.svg")
-    plt.close(fig)
-    return [path]
+        "initialisation and where beta enters a deep model are the book's choices",
+        rule="every acceptance check of the chapter holds")]

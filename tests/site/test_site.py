@@ -239,3 +239,23 @@ def test_references_are_checked_somewhere():
     found = {kind for page in PAGES for kind, pat in patterns.items()
              if pat.search((SITE / page).read_text(errors="replace"))}
     assert found == set(patterns), f"no {set(patterns) - found} references in the site"
+
+
+def test_every_figure_draws_its_text_in_a_font_the_browser_has():
+    """SVG figures keep their text as text; a glyph from a font no browser has (mathtext's
+    sized radical) is drawn misplaced (tests/test_figures.py)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_figures import font_families
+
+    figures = sorted((SITE / "_images").glob("*.svg")) if (SITE / "_images").is_dir() else []
+    if not figures:
+        pytest.skip("no SVG figure in the built site")
+    odd = {}
+    for path in figures:
+        families = font_families(path.read_text())
+        bad = sorted(f for f in families if not f.startswith("'DejaVu Sans'"))
+        if bad:
+            odd[path.name] = bad
+    assert not odd, f"figures that name fonts a browser lacks (avoid \\sqrt and other sized glyphs): {odd}"
