@@ -1,0 +1,363 @@
+"""Find the book's data files: a data folder, else a user cache, else a verified download.
+
+Every file is named by its path relative to a data root (``sst2/train.tsv``,
+``gpt2_tokenizer/vocab.json``, ...). :func:`find` looks
+
+1. in the folder named by ``$RCUTIL_DATA_DIR`` (when set, it must exist);
+2. in the user cache, ``$RCUTIL_CACHE_DIR`` or ``~/.cache/rcutil``;
+3. on the network, at the asset's canonical URL: the download goes to a temporary folder
+   beside the cached file, is checked (sha256, or the asset's own structure check where no
+   checksum is known) and only then renamed into the cache, so an interrupted download never
+   leaves a broken file. A connection that stalls for :data:`TIMEOUT_S` seconds is dropped;
+   a failed attempt is retried :data:`ATTEMPTS` times in all, with a growing pause; one
+   process downloads a file while any other waits for it (a file lock), and the temporary
+   folders a killed download left behind are removed by the next download of that file.
+
+A file that is present but does not match its checksum is never used: :class:`DataError`
+names the file, the checksum expected and found, and how to fix it.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import os
+import shutil
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+DATA_DIR_ENV = "RCUTIL_DATA_DIR"
+CACHE_DIR_ENV = "RCUTIL_CACHE_DIR"
+#: Seconds a download may wait to connect, and then for each block of bytes.
+TIMEOUT_S = 30.0
+#: Download attempts in all (the first and the retries), and the pause before retry k (k s).
+ATTEMPTS = 3
+BACKOFF_S = 2.0
+_TMP_PREFIX = ".download-"
+
+
+class DataError(RuntimeError):
+    """A data file is missing, corrupt or malformed; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Asset:
+    """A data file: where it lives relative to a data root and how to get and check it.
+
+    ``url`` is the canonical download; if it is a zip archive, ``member`` names the file in
+    it. ``sha256`` is the expected checksum of the file itself (not of the archive); when it
+    is not known, ``validate`` (a function of the path that raises :class:`DataError`) checks
+    the structure, and the checksum of the first verified download is recorded beside the
+    cached file and enforced from then on. ``size`` (bytes), when known, is checked before the
+    checksum (a cheap first test of a large file) and against the server's Content-Length
+    before a download starts.
+    """
+
+    relpath: str
+    url: str | None
+    sha256: str | None = None
+    member: str | None = None
+    validate: Callable[[Path], None] | None = None
+    size: int | None = None
+    #: A derived asset has no URL: it is made from the asset ``source`` (its relative path) by
+    #: ``derive(source_path, out_path)``, then checked like a download (see :func:`derive`).
+    source: str | None = None
+    derive: Callable[[Path, Path], None] | None = None
+
+
+SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
+GPT2_URL = "https://huggingface.co/openai-community/gpt2/resolve/main/"
+JENA_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/jena_climate_2009_2016.csv.zip"
+
+#: The registry: relative path -> asset. Experiment modules may register more with :func:`register`.
+ASSETS: dict[str, Asset] = {}
+
+
+def register(asset: Asset) -> Asset:
+    """Add (or replace) an asset in the registry and return it."""
+    ASSETS[asset.relpath] = asset
+    return asset
+
+
+for _asset in (
+    Asset("sst2/train.tsv", SST2_URL,
+          "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1", "SST-2/train.tsv"),
+    Asset("sst2/dev.tsv", SST2_URL,
+          "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0", "SST-2/dev.tsv"),
+    Asset("gpt2_tokenizer/vocab.json", GPT2_URL + "vocab.json",
+          "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"),
+    Asset("gpt2_tokenizer/merges.txt", GPT2_URL + "merges.txt",
+          "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"),
+):
+    register(_asset)
+
+
+# --------------------------------------------------------------------------- helpers
+def sha256sum(path: Path, chunk: int = 1 << 20) -> str:
+    """The sha256 hex digest of a file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    """The user cache: ``$RCUTIL_CACHE_DIR``, else ``$XDG_CACHE_HOME/rcutil``, else ``~/.cache/rcutil``.
+
+    It need not exist yet (it is created on the first download), but it must not be a file.
+    """
+    if os.environ.get(CACHE_DIR_ENV, "").strip():
+        path, source = Path(os.environ[CACHE_DIR_ENV].strip()).expanduser(), CACHE_DIR_ENV
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        path, source = Path(base) / "rcutil", "the default cache"
+    if path.exists() and not path.is_dir():
+        raise DataError(
+            f"{source} {path} is a file, not a folder: set {CACHE_DIR_ENV} to a folder "
+            f"(it is created when missing), or move the file away."
+        )
+    return path
+
+
+def data_dir() -> Path | None:
+    """The folder named by ``$RCUTIL_DATA_DIR``, or ``None`` when the variable is unset.
+
+    A variable that names no folder is an error, never a silent fall-back to downloads.
+    """
+    value = os.environ.get(DATA_DIR_ENV, "").strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        problem = "is a file, not a folder" if path.exists() else "does not exist"
+        raise DataError(
+            f"{DATA_DIR_ENV}={value} {problem}: set it to the folder that holds the data files "
+            f"(sst2/, gpt2_tokenizer/, jena_climate/), or unset it to use the cache "
+            f"{cache_dir()} and downloads."
+        )
+    return path
+
+
+def _recorded_checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _remedy(asset: Asset) -> str:
+    """How to replace a bad copy of ``asset``, as the end of an error message."""
+    if asset.url:
+        fetch = f"Delete it and run again to download a fresh copy from {asset.url}"
+    elif asset.derive is not None:
+        fetch = f"Delete it and run again to make it anew from {asset.source}"
+    else:
+        fetch = "Replace it with a correct copy"
+    return f"{fetch}, or point {DATA_DIR_ENV} at a folder with the correct {asset.relpath}."
+
+
+def verify(path: Path, asset: Asset, *, label: str | None = None, remedy: str | None = None) -> Path:
+    """Check ``path`` against the asset's checksum (or structure); raise :class:`DataError` if wrong.
+
+    ``label`` names the file in messages (default: its path) and ``remedy`` says what to do
+    (default: :func:`_remedy`); a download passes both, since its temporary path means nothing
+    to the user.
+    """
+    label = label or str(path)
+    remedy = remedy or _remedy(asset)
+    if path.stat().st_size == 0:
+        raise DataError(f"{label} is empty (0 bytes). {remedy}")
+    if asset.size is not None and path.stat().st_size != asset.size:
+        raise DataError(f"{label} is incomplete or wrong: it has {path.stat().st_size:,} bytes, expected "
+                        f"{asset.size:,}. {remedy}")
+    expected = asset.sha256
+    if expected is None:
+        recorded = _recorded_checksum_path(path)
+        if recorded.exists():
+            expected = recorded.read_text().split()[0]
+    if expected is not None:
+        actual = sha256sum(path)
+        if actual != expected:
+            raise DataError(f"{label} is corrupt: its sha256 is {actual}, expected {expected}. {remedy}")
+    if asset.validate is not None:
+        try:
+            asset.validate(path)
+        except DataError as exc:
+            if label == str(path):
+                raise
+            raise type(exc)(str(exc).replace(str(path), label)) from exc
+    return path
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path):
+    """Hold an exclusive lock on the file ``lock`` (POSIX; elsewhere no lock) for the block."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks (Windows)
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Whether another attempt may succeed: not for a missing page (HTTP 4xx but 408 and 429)
+    nor for a local file URL."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code >= 500 or exc.code in (408, 429)
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, (FileNotFoundError, PermissionError)):
+        return False
+    return True
+
+
+def _fetch(url: str, out: Path, *, progress: bool, size: int | None = None) -> None:
+    """Copy ``url`` to the file ``out`` (one attempt); raise ``OSError`` or ``HTTPException``,
+    or :class:`DataError` (not retried) when the server announces another length than ``size``."""
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, open(out, "wb") as f:
+        total = int(response.headers.get("Content-Length") or 0) or None
+        if size is not None and total is not None and total != size:
+            raise DataError(f"{url} announces {total:,} bytes, but the file has {size:,}: the server "
+                            f"holds a different file; nothing was downloaded")
+        got = 0
+        with tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
+                  desc=f"download {Path(url).name}") as bar:
+            while block := response.read(1 << 16):
+                f.write(block)
+                got += len(block)
+                bar.update(len(block))
+    if total is not None and got != total:
+        raise http.client.IncompleteRead(b"", total - got)
+
+
+def _fetch_with_retries(asset: Asset, out: Path, dest: Path, *, progress: bool) -> None:
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            _fetch(asset.url, out, progress=progress, size=asset.size)
+            return
+        except (OSError, http.client.HTTPException) as exc:  # URLError and timeouts are OSErrors
+            if attempt < ATTEMPTS and _retryable(exc):
+                time.sleep(BACKOFF_S * attempt)
+                continue
+            cause = exc.reason if isinstance(exc, urllib.error.URLError) and \
+                isinstance(exc.reason, BaseException) else exc
+            reason = f"no answer within {TIMEOUT_S:g} s" if isinstance(cause, TimeoutError) else \
+                f"{type(exc).__name__}: {exc}"
+            tries = f" after {attempt} attempts" if attempt > 1 else ""
+            raise DataError(
+                f"{asset.relpath} is missing and could not be downloaded from {asset.url}{tries} "
+                f"({reason}). Expected sha256: {asset.sha256 or 'not known (the structure is checked)'}. "
+                f"Without network, put the file at {dest} or set {DATA_DIR_ENV} to a folder that "
+                f"holds {asset.relpath}."
+            ) from exc
+
+
+def _extract(asset: Asset, archive: Path, out: Path) -> None:
+    """Copy member ``asset.member`` of the zip ``archive`` to ``out``; errors name the URL."""
+    where = f"member {asset.member} of the archive downloaded from {asset.url}"
+    try:
+        with zipfile.ZipFile(archive) as zf, zf.open(asset.member) as src, open(out, "wb") as f:
+            shutil.copyfileobj(src, f)
+    except KeyError:
+        raise DataError(f"the archive downloaded from {asset.url} has no member {asset.member}: "
+                        f"the published archive has changed; put {asset.relpath} in "
+                        f"{DATA_DIR_ENV} by hand.") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise DataError(f"the {where} is damaged ({exc}); nothing was kept: run again to download "
+                        f"it anew, or put {asset.relpath} in {DATA_DIR_ENV} by hand.") from exc
+
+
+def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
+    """Download ``asset`` to ``dest`` atomically and verify it; return ``dest``.
+
+    The bytes go to a temporary folder beside ``dest``; a zip member is extracted there too;
+    only a verified file is renamed to ``dest``. Where no checksum is known, the checksum of
+    this verified download is recorded in ``dest.sha256``. A lock makes a second process wait
+    for the first one's download and then use it.
+    """
+    if asset.url is None:
+        raise DataError(
+            f"{asset.relpath} is missing (expected sha256 {asset.sha256}) and has no download URL. "
+            f"Put it at {dest}, or set {DATA_DIR_ENV} to a folder that holds {asset.relpath}."
+        )
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"cannot create the cache folder {dest.parent} ({exc.strerror}): set "
+                        f"{CACHE_DIR_ENV} to a folder you can write to.") from exc
+    with _exclusive(dest.with_name(f".{dest.name}.lock")):
+        if dest.is_file():  # another process downloaded it while this one waited
+            return verify(dest, asset)
+        prefix = f"{_TMP_PREFIX}{dest.name}-"
+        for litter in dest.parent.glob(prefix + "*"):  # left by a killed download
+            shutil.rmtree(litter, ignore_errors=True)
+        tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=prefix))
+        try:
+            raw = tmp_dir / "raw"
+            _fetch_with_retries(asset, raw, dest, progress=progress)
+            got, label = raw, f"the file downloaded from {asset.url}"
+            if asset.member is not None:
+                got, label = tmp_dir / "member", f"the member {asset.member} of the archive from {asset.url}"
+                _extract(asset, raw, got)
+            verify(got, asset, label=label,
+                   remedy=f"It was not kept. Run again; if it persists, the published file has "
+                          f"changed: put a correct {asset.relpath} in {DATA_DIR_ENV}.")
+            if asset.sha256 is None:
+                _recorded_checksum_path(dest).write_text(f"{sha256sum(got)}  {dest.name}\n")
+            os.replace(got, dest)
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+    return dest
+
+
+def derive(asset: Asset, dest: Path, *, progress: bool = True, allow_download: bool = True) -> Path:
+    """Make the derived ``asset`` at ``dest`` atomically from its source, found with :func:`find`
+    (so downloaded when missing and ``allow_download``); verify it; return ``dest``."""
+    try:
+        source = find(asset.source, progress=progress, allow_download=allow_download)
+    except DataError as exc:
+        raise DataError(f"{asset.relpath} is made from {asset.source}, which is not available: "
+                        f"{exc}") from exc
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".derive-"))
+    try:
+        made = tmp_dir / dest.name
+        asset.derive(source, made)
+        verify(made, asset, label=f"{asset.relpath} (made from {source})",
+               remedy=f"{source} does not hold the expected rows: delete it and run again to "
+                      f"download it anew, or point {DATA_DIR_ENV} at a folder with the correct "
+                      f"{asset.relpath}.")
+        os.replace(made, dest)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return dest
+
+
+def find(relpath: str, *, progress: bool = True, allow_download: bool = True) -> Path:
+    """The path of data file ``relpath``: data folder, else cache, else download (see module doc)."""
+    if relpath not in ASSETS:
+        raise ValueError(f"unknown data file {relpath!r}: known files are {', '.join(sorted(ASSETS))}")
+    asset = ASSETS[relpath]
+    root = data_dir()
+    if root is not None and (root / relpath).is_file():
+        return verify(root / relpath, asset)
+    cached = cache_dir() / relpath
+    if cached.is_file():
+        return verify(cached, asset)
+    if asset.derive is not None:
+        return derive(asset, cached, progress=progress, allow_download=allow_download)
+    if not allow_download:
+        where = f"{root / relpath} or {cached}" if root else str(cached)
+        raise DataError(f"{relpath} is missing: looked in {where}; downloads are switched off.")
+    return download(asset, cached, progress=progress)
