@@ -157,7 +157,7 @@ return {
   images: Array.from(document.images).map(i => ({src: i.currentSrc || i.src, alt: i.alt,
       inArticle: !!i.closest('.bd-article'), ok: i.complete && i.naturalWidth > 0})),
   longCode: Array.from(document.querySelectorAll('.bd-article div.highlight pre')).flatMap(
-      p => p.textContent.split('\n').filter(l => l.length > 88)).map(l => l.slice(0, 100)),
+      p => p.textContent.split('\\n').filter(l => l.length > 88)).map(l => l.slice(0, 100)),
   prose: (() => {
     const out = [];
     const w = document.createTreeWalker(document.querySelector('.bd-article') || document.body,
@@ -166,7 +166,7 @@ return {
       const n = w.currentNode;
       if (n.parentElement && !n.parentElement.closest(notProse)) out.push(n.textContent);
     }
-    return out.join(' ').replace(/\s+/g, ' ');
+    return out.join(' ').replace(/\\s+/g, ' ');
   })(),
   constants: Array.from(document.querySelectorAll('.bd-article p code.literal, .bd-article li code.literal'))
       .map(c => c.textContent.trim()).filter(t => /^[A-Z][A-Z0-9_]{2,}$/.test(t)),
@@ -218,10 +218,12 @@ const hinted = el => {
   return ['auto', 'scroll'].includes(s.overflowX) && s.backgroundAttachment.includes('local');
 };
 const column = document.querySelector('.bd-article') || document.body;
-const limit = column.getBoundingClientRect().right + 1;
+const main = document.querySelector('.bd-main') || column;
 const cut = [];
 for (const el of document.querySelectorAll('.bd-article div.math, .bd-article table')) {
   if (el.offsetParent === null) continue;          // folded away
+  // a cell tagged full-width may use the margin beside the column
+  const limit = (el.closest('[class*="full-width"]') ? main : column).getBoundingClientRect().right + 1;
   let box = el;
   while (box && box !== column && !hinted(box)) box = box.parentElement;
   const scrolls = box && box !== column;
