@@ -154,7 +154,8 @@ def _describe_page(app, pagename, templatename, context, doctree) -> None:
     from html import escape
 
     text = describe(doctree) if doctree is not None else ""
-    text = text or f"{context.get('title', pagename)}: part of {app.config.project}."
+    text = text or (f"{context.get('title', pagename)}: a page of the executable book "
+                    f"{app.config.project}.")
     context["metatags"] = context.get("metatags", "") + \
         f'\n<meta name="description" content="{escape(text, quote=True)}" />'
 

@@ -169,7 +169,8 @@ return {
     return out.join(' ').replace(/\\s+/g, ' ');
   })(),
   constants: Array.from(document.querySelectorAll('.bd-article p code.literal, .bd-article li code.literal'))
-      .map(c => c.textContent.trim()).filter(t => /^[A-Z][A-Z0-9_]{2,}$/.test(t)),
+      .map(c => c.textContent.trim())
+      .filter(t => /^[A-Z][A-Z0-9_]{2,}$/.test(t) && !/^RCUTIL_/.test(t)),   // not a variable to set
   description: (document.querySelector('meta[name="description"]') || {}).content || '',
   links: Array.from(document.querySelectorAll('a[href]')).map(a => ({
       href: a.href, cls: a.className, text: a.textContent.trim()})),
