@@ -1,45 +1,130 @@
-"""``python -m rcutil <experiment> --profile P --out DIR``: run one experiment of the book.
+"""``python -m rcutil <experiment> --profile P --out DIR``: run one experiment.
 
-Writes ``DIR/<experiment>.json`` (settings, profile, seeds, library versions and results)
-and the experiment's figures. Everything a user can get wrong (the profile, the device, the
-output folder, the data files) is checked before the run starts; an error is one line on
-stderr and a non-zero exit (``--debug`` shows the traceback).
+Writes ``DIR/<experiment>.json`` (settings, profile, seeds, library versions and
+results) and the experiment's figures. Everything a user can get wrong (the profile,
+the device, the output folder, its free space and whether the result file can be
+replaced, the data files) is checked before the run starts; an error is one line on
+stderr and a non-zero exit (``--debug`` shows the traceback), and Ctrl-C exits with 130
+and one line.
 """
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import shutil
+import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from . import experiments
+from . import PROG, _interrupted_while_loading, experiments
 from .profiles import PROFILES, active_profile, settings_for
 from .results import library_versions, write_json
 
-PROG = "python -m rcutil"
+#: Free space a run needs in its output folder, checked before it starts: the largest
+#: result file (Jena, profile paper) and the figures take a few tens of MiB.
+MIN_FREE_BYTES = 64 * 2**20
 
 
-def check_out(out: Path, json_name: str) -> Path:
-    """Check that ``out`` is (or can become) a folder this user can write the results to."""
+def _culprit(out: Path) -> str:
+    """Why ``out`` cannot be made a folder: the first part of its path that is a file
+    or a link to nothing (``mkdir`` says only "File exists")."""
+    for part in reversed((out, *out.parents)):
+        if part.is_symlink() and not part.exists():
+            return f"{part} is a link to {os.readlink(part)}, which does not exist"
+        if part.exists() and not part.is_dir():
+            return f"{part} is a file, not a folder"
+    return "it cannot be created"
+
+
+def check_replaceable(target: Path) -> None:
+    """Refuse a result file ``target`` that the run could not replace at its end
+    (immutable, append-only, or another user's in a sticky folder). Replacing it is
+    renaming a temporary file onto it; this renames one onto a hard link to it instead,
+    so ``target`` itself is never touched. Without hard links nothing can be told."""
+    if not target.is_file() or target.is_symlink():
+        return
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                               suffix=".tmp")
+    os.close(fd)
+    link = Path(f"{tmp}.link")
+    try:
+        os.link(target, link)
+        os.replace(tmp, link)
+    except OSError as exc:
+        if exc.errno in (errno.EPERM, errno.EACCES):
+            raise ValueError(
+                f"--out {target.parent} holds {target.name}, which cannot be replaced "
+                f"({exc.strerror}; immutable? see lsattr {target}): make it writable "
+                f"(chattr -i) or choose another --out") from None
+    finally:
+        for path in (tmp, link):
+            Path(path).unlink(missing_ok=True)
+
+
+def check_space(out: Path, need: int = MIN_FREE_BYTES) -> None:
+    """Refuse an output folder with less than ``need`` bytes free."""
+    free = shutil.disk_usage(out).free
+    if free < need:
+        raise ValueError(
+            f"--out {out} has {free / 2**20:.1f} MiB free, a run needs at least "
+            f"{need / 2**20:.0f} MiB for its result and figures: free some space or "
+            f"choose another --out")
+
+
+def _unwritable(out: Path, exc: OSError) -> ValueError:
+    return ValueError(f"--out {out} is not a folder this user can write to "
+                      f"({exc.strerror}): choose another --out")
+
+
+def check_out(text: str, json_name: str) -> Path:
+    """The output folder ``text`` (the value of ``--out``), checked: a folder this user
+    can write to (created when missing), with room for the result, and whose result
+    file ``<json_name>.json`` can be replaced."""
+    if not text.strip():
+        raise ValueError("--out is empty: name a folder for the results, e.g. "
+                         "--out out")
+    out = Path(text)
+    if out.is_symlink() and not out.exists():
+        raise ValueError(f"--out {out} is a link to {os.readlink(out)}, which does not "
+                         f"exist: create that folder or choose another --out")
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a folder: choose a folder for the results")
+        raise ValueError(f"--out {out} is a file, not a folder: choose a folder "
+                         f"for the results")
     try:
         out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ValueError(f"--out {out} cannot be made a folder ({_culprit(out)}): "
+                         f"choose another --out") from None
+    except OSError as exc:
+        raise _unwritable(out, exc) from None
+    try:
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as exc:
-        raise ValueError(f"--out {out} is not a folder this user can write to ({exc.strerror}): "
-                         f"choose another --out") from None
+        raise _unwritable(out, exc) from None
     target = out / f"{json_name}.json"
     if target.is_dir():
-        raise ValueError(f"--out {out} holds a folder {target.name}, where the result file goes: "
-                         f"remove it or choose another --out")
+        raise ValueError(f"--out {out} holds a folder {target.name}, where the result "
+                         f"file goes: remove it or choose another --out")
+    check_space(out)
+    check_replaceable(target)
     return out
 
 
+def write_error(what: str, exc: OSError) -> OSError:
+    """An ``OSError`` at write time, as one line naming the file and the fix."""
+    where = exc.filename or what
+    fix = ("free some space there or choose another --out"
+           if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "choose another --out")
+    return OSError(f"cannot write {where} ({exc.strerror or exc}): {fix}")
+
+
 def one_line(exc: BaseException) -> str:
-    """The message of ``exc`` on one line; the type is named unless the message says it all."""
+    """The message of ``exc`` on one line; the type is named unless the message says
+    it all."""
     from .data import DataError
 
     text = " ".join(str(exc).split()) or repr(exc)
@@ -58,50 +143,71 @@ def run(args: argparse.Namespace) -> int:
         from .estimate import format_table
 
         if not hasattr(module, "estimate"):
-            raise ValueError(f"{args.experiment} has no estimate: run it without --estimate")
+            raise ValueError(f"{args.experiment} has no estimate: run it without "
+                             f"--estimate")
         parts = module.estimate(profile, device=args.device)
         print(format_table(args.experiment, profile, args.device, parts))
         return 0
-    check_out(args.out, module.JSON_NAME)
-    if hasattr(module, "data_files"):  # present, verified, or downloaded now: before the run
+    out = check_out(args.out, module.JSON_NAME)
+    if hasattr(module, "data_files"):  # present, verified, or downloaded now
         for rel in module.data_files(settings_for(module.SETTINGS, profile)):
             find(rel, progress=not args.no_progress)
     start = time.perf_counter()
     result = module.run(profile, device=args.device, progress=not args.no_progress)
     seconds = time.perf_counter() - start
-    payload = {"experiment": args.experiment, "profile": profile, "device": args.device,
-               "versions": library_versions(), "wall_seconds": round(seconds, 2), **result}
-    path = write_json(payload, args.out / f"{module.JSON_NAME}.json")
+    payload = {"experiment": args.experiment, "profile": profile,
+               "device": args.device, "versions": library_versions(),
+               "wall_seconds": round(seconds, 2), **result}
+    target = out / f"{module.JSON_NAME}.json"
+    try:
+        path = write_json(payload, target)
+    except OSError as exc:
+        raise write_error(str(target), exc) from exc
     print(f"wrote {path} ({seconds:.1f} s, profile {profile})")
     if not args.no_figures and hasattr(module, "plot"):
-        for fig in module.plot(result, args.out):
+        try:
+            figures = module.plot(result, out)
+        except OSError as exc:
+            raise write_error(f"the figures into {out}", exc) from exc
+        for fig in figures:
             print(f"wrote {fig}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("experiment", choices=experiments.available())
     parser.add_argument("--profile", choices=PROFILES, default=None,
                         help="run profile (default: $RCUTIL_PROFILE, else ci)")
-    parser.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default: cpu)")
+    parser.add_argument("--out", default="out", help="output folder (default: out)")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device, e.g. cuda (default: cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument("--no-figures", action="store_true", help="write the JSON only")
     parser.add_argument("--estimate", action="store_true",
-                        help="time a few steps on the device, print the projected time and peak "
-                             "memory of the whole run, and exit without running it")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    args = parser.parse_args(argv)
+                        help="time a few steps on the device, print the projected time "
+                             "and peak memory of the whole run, and exit without "
+                             "running it")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
     try:
+        args = parser().parse_args(argv)  # loads every experiment module
+        if signal.getsignal(signal.SIGINT) is _interrupted_while_loading:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         return run(args)
     except KeyboardInterrupt:
-        if args.debug:
+        if debug:
             raise
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if args.debug:
+        if debug:
             raise
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 1
