@@ -87,15 +87,12 @@ def check_out(text: str, json_name: str) -> Path:
         raise ValueError("--out is empty: name a folder for the results, e.g. "
                          "--out out")
     out = Path(text)
-    if out.is_symlink() and not out.exists():
-        raise ValueError(f"--out {out} is a link to {os.readlink(out)}, which does not "
-                         f"exist: create that folder or choose another --out")
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder: choose a folder "
                          f"for the results")
     try:
         out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
+    except FileExistsError:  # a file or a broken link on the way
         raise ValueError(f"--out {out} cannot be made a folder ({_culprit(out)}): "
                          f"choose another --out") from None
     except OSError as exc:

@@ -156,6 +156,19 @@ def test_a_result_file_that_cannot_be_replaced_fails_before_the_run(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.json"]
 
 
+def test_a_result_file_of_another_user_in_a_sticky_folder_fails_before_the_run(
+        tmp_path, capsys, no_run, monkeypatch):
+    """Linking works there but renaming onto the file does not (simulated)."""
+    (tmp_path / "model.json").write_text("{}")
+
+    def refuse(src, dst):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    one_line_error(run_main(capsys, "--out", str(tmp_path)), "cannot be replaced")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.json"]
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("chattr") is None,
                     reason="setting the immutable flag needs root and chattr")
 def test_an_immutable_result_file_fails_before_the_run(tmp_path, capsys, no_run):
