@@ -10,6 +10,7 @@ and one line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import shutil
@@ -64,8 +65,10 @@ def check_replaceable(target: Path) -> None:
             Path(path).unlink(missing_ok=True)
 
 
-def check_space(out: Path, need: int = MIN_FREE_BYTES) -> None:
-    """Refuse an output folder with less than ``need`` bytes free."""
+def check_space(out: Path, need: int | None = None) -> None:
+    """Refuse an output folder with less than ``need`` bytes free (default:
+    :data:`MIN_FREE_BYTES`)."""
+    need = MIN_FREE_BYTES if need is None else need
     free = shutil.disk_usage(out).free
     if free < need:
         raise ValueError(
@@ -90,6 +93,7 @@ def check_out(text: str, json_name: str) -> Path:
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder: choose a folder "
                          f"for the results")
+    created = [p for p in (out, *out.parents) if not p.exists() and not p.is_symlink()]
     try:
         out.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file or a broken link on the way
@@ -98,16 +102,22 @@ def check_out(text: str, json_name: str) -> Path:
     except OSError as exc:
         raise _unwritable(out, exc) from None
     try:
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as exc:
-        raise _unwritable(out, exc) from None
-    target = out / f"{json_name}.json"
-    if target.is_dir():
-        raise ValueError(f"--out {out} holds a folder {target.name}, where the result "
-                         f"file goes: remove it or choose another --out")
-    check_space(out)
-    check_replaceable(target)
+        try:
+            with tempfile.TemporaryFile(dir=out):
+                pass
+        except OSError as exc:
+            raise _unwritable(out, exc) from None
+        target = out / f"{json_name}.json"
+        if target.is_dir():
+            raise ValueError(f"--out {out} holds a folder {target.name}, where the "
+                             f"result file goes: remove it or choose another --out")
+        check_space(out)
+        check_replaceable(target)
+    except BaseException:
+        for folder in created:  # a refused --out leaves nothing behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     return out
 
 

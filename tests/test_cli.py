@@ -199,9 +199,11 @@ def test_too_little_free_space_fails_before_the_run(tmp_path, capsys, no_run,
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage",
                         lambda path: usage._replace(free=5 * 2**20))
-    line = one_line_error(run_main(capsys, "--out", str(tmp_path)), "MiB free",
+    out = tmp_path / "new" / "out"
+    line = one_line_error(run_main(capsys, "--out", str(out)), "MiB free",
                           "free some space")
-    assert f"--out {tmp_path} has 5.0 MiB free" in line
+    assert f"--out {out} has 5.0 MiB free" in line
+    assert not (tmp_path / "new").exists(), "the refused folder was left behind"
 
 
 def test_a_full_disk_at_write_time_names_the_file(tmp_path, capsys, quick_run,
