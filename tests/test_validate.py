@@ -85,3 +85,18 @@ def test_gradient_descent_names_a_bad_step_and_a_frozen_model():
     with pytest.raises(ValueError, match="frozen") as err:
         train.gradient_descent(m, X, Y, mu=0.1, steps=1)
     assert "requires_grad_(True)" in str(err.value)
+
+
+@pytest.mark.parametrize("seed", ["abc", -1, 1.5, True])
+def test_a_bad_seed_is_named(seed):
+    with pytest.raises(ValueError, match="seed must be") as err:
+        Transformer(4, 2, 3, 1, seed=seed)
+    assert repr(seed) in str(err.value) and "invalid literal" not in str(err.value)
+
+
+def test_an_integer_input_is_told_to_become_float_not_the_model():
+    m = Transformer(4, 2, 3, 1)
+    with pytest.raises(ValueError, match="torch.int64") as err:
+        m(torch.zeros(1, 2, 4, dtype=torch.int64))
+    assert "X.to(torch.float64)" in str(err.value)
+    assert "dtype=torch.int64" not in str(err.value)
