@@ -22,17 +22,18 @@ def _as_command() -> bool:
     return sys.argv[:1] == ["-m"] and "--debug" not in sys.argv
 
 
-def _interrupted_while_loading(signum, frame):
-    """Ctrl-C while ``python -m rcutil`` loads torch and the experiments: one line and
-    exit 130 at once (a KeyboardInterrupt raised there can come out of numpy's import as
-    another error, or be swallowed). :func:`rcutil.__main__.main` restores Python's
-    handler before the run, which writes files."""
+def _exit_on_interrupt(signum, frame):
+    """Ctrl-C under ``python -m rcutil``: one line and exit 130 at once. A
+    KeyboardInterrupt raised while a library loads (torch, numpy, at start or inside a
+    run) can come out as another error, or be swallowed. Stopping at once is safe where
+    a kill is: downloads are staged and renamed; :func:`rcutil.__main__.run` writes the
+    result file and the figures with Python's own handler."""
     os.write(2, f"{PROG}: interrupted\n".encode())
     os._exit(130)
 
 
 if _as_command() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _interrupted_while_loading)
+    signal.signal(signal.SIGINT, _exit_on_interrupt)
 
 try:
     from .threads import apply_environment as _apply_thread_policy

@@ -5,7 +5,7 @@ results) and the experiment's figures. Everything a user can get wrong (the prof
 the device, the output folder, its free space and whether the result file can be
 replaced, the data files) is checked before the run starts; an error is one line on
 stderr and a non-zero exit (``--debug`` shows the traceback), and Ctrl-C exits with 130
-and one line.
+and one line (see :func:`rcutil._exit_on_interrupt`).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import PROG, _interrupted_while_loading, experiments
+from . import PROG, _exit_on_interrupt, experiments
 from .profiles import PROFILES, active_profile, settings_for
 from .results import library_versions, write_json
 
@@ -129,6 +129,21 @@ def write_error(what: str, exc: OSError) -> OSError:
     return OSError(f"cannot write {where} ({exc.strerror or exc}): {fix}")
 
 
+@contextlib.contextmanager
+def interrupts_raise():
+    """Ctrl-C raises KeyboardInterrupt in this block, whatever the handler outside
+    (:func:`rcutil._exit_on_interrupt`): a write it interrupts removes its temporary
+    file."""
+    outside = signal.getsignal(signal.SIGINT)
+    if outside is _exit_on_interrupt:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if outside is _exit_on_interrupt:
+            signal.signal(signal.SIGINT, outside)
+
+
 def one_line(exc: BaseException) -> str:
     """The message of ``exc`` on one line; the type is named unless the message says
     it all."""
@@ -166,18 +181,19 @@ def run(args: argparse.Namespace) -> int:
                "device": args.device, "versions": library_versions(),
                "wall_seconds": round(seconds, 2), **result}
     target = out / f"{module.JSON_NAME}.json"
-    try:
-        path = write_json(payload, target)
-    except OSError as exc:
-        raise write_error(str(target), exc) from exc
-    print(f"wrote {path} ({seconds:.1f} s, profile {profile})")
-    if not args.no_figures and hasattr(module, "plot"):
+    with interrupts_raise():
         try:
-            figures = module.plot(result, out)
+            path = write_json(payload, target)
         except OSError as exc:
-            raise write_error(f"the figures into {out}", exc) from exc
-        for fig in figures:
-            print(f"wrote {fig}")
+            raise write_error(str(target), exc) from exc
+        print(f"wrote {path} ({seconds:.1f} s, profile {profile})")
+        if not args.no_figures and hasattr(module, "plot"):
+            try:
+                figures = module.plot(result, out)
+            except OSError as exc:
+                raise write_error(f"the figures into {out}", exc) from exc
+            for fig in figures:
+                print(f"wrote {fig}")
     return 0
 
 
@@ -204,10 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     try:
-        args = parser().parse_args(argv)  # loads every experiment module
-        if signal.getsignal(signal.SIGINT) is _interrupted_while_loading:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        return run(args)
+        return run(parser().parse_args(argv))
     except KeyboardInterrupt:
         if debug:
             raise

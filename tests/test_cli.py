@@ -293,11 +293,11 @@ def test_ctrl_c_while_torch_loads_is_one_line_and_exit_130(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_ctrl_c_at_any_moment_of_the_start_is_one_line(tmp_path):
-    """Real SIGINTs at a few moments while python -m rcutil starts."""
+def test_ctrl_c_at_any_moment_is_one_line(tmp_path):
+    """Real SIGINTs at a few moments of python -m rcutil: loading, checking, running."""
     import time
 
-    for delay in (0.3, 0.9):
+    for delay in (0.3, 1.5, 4.0):
         proc = subprocess.Popen([sys.executable, "-m", "rcutil", "model", "--out",
                                  str(tmp_path / "out"), "--no-progress"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -310,6 +310,32 @@ def test_ctrl_c_at_any_moment_of_the_start_is_one_line(tmp_path):
         assert proc.returncode == 130, stderr
         line = one_line_error((proc.returncode, stderr))
         assert line == "python -m rcutil: interrupted"
+
+
+def test_ctrl_c_while_the_result_is_written_raises_and_leaves_no_file(
+        tmp_path, capsys, quick_run, monkeypatch):
+    """Under python -m rcutil, Ctrl-C exits at once, except while the result file and
+    the figures are written: there it raises, and the write removes its temporary
+    file."""
+    import rcutil
+
+    def interrupted_write(payload, path):
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        (tmp_path / ".model.json.part.tmp").write_text("{")
+        try:
+            raise KeyboardInterrupt
+        finally:
+            (tmp_path / ".model.json.part.tmp").unlink()
+
+    monkeypatch.setattr(cli, "write_json", interrupted_write)
+    outside = signal.signal(signal.SIGINT, rcutil._exit_on_interrupt)
+    try:
+        rc, err = run_main(capsys, "--out", str(tmp_path))
+        assert signal.getsignal(signal.SIGINT) is rcutil._exit_on_interrupt
+    finally:
+        signal.signal(signal.SIGINT, outside)
+    assert rc == 130 and err.strip() == "python -m rcutil: interrupted"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_ctrl_c_during_the_run_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
