@@ -1,11 +1,12 @@
 """``python -m rcutil <experiment> --profile P --out DIR``: run one experiment.
 
 Writes ``DIR/<experiment>.json`` (settings, profile, seeds, library versions and
-results) and the experiment's figures. Everything a user can get wrong (the profile,
-the device, the output folder, its free space and whether the result file can be
-replaced, the data files) is checked before the run starts; an error is one line on
-stderr and a non-zero exit (``--debug`` shows the traceback), and Ctrl-C exits with 130
-and one line (see :func:`rcutil._exit_on_interrupt`).
+results) and the experiment's figures. Everything a user can get wrong (the profile, the
+device and whether torch can compute on it, the output folder, its free space and
+whether the result file can be replaced, the data files) is checked before the run
+starts; an error is one line on stderr and a non-zero exit (``--debug`` shows the
+traceback), and Ctrl-C exits with 130 and one line (see
+:func:`rcutil._exit_on_interrupt`).
 """
 from __future__ import annotations
 
@@ -121,6 +122,19 @@ def check_out(text: str, json_name: str) -> Path:
     return out
 
 
+def check_usable(device) -> None:
+    """Refuse a device torch names but cannot compute on (a driver or a build that does
+    not fit the hardware): one small computation, read back, before the run."""
+    import torch
+
+    try:
+        float((torch.ones(2, device=device) * 2).sum().item())
+    except (RuntimeError, NotImplementedError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        raise ValueError(f"device {str(device)!r} cannot run a computation ({first}): "
+                         f"use cpu, or a device this torch build supports") from None
+
+
 def write_error(what: str, exc: OSError) -> OSError:
     """An ``OSError`` at write time, as one line naming the file and the fix."""
     where = exc.filename or what
@@ -159,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     from .validate import device as check_device
 
     profile = active_profile(args.profile)
-    check_device(args.device)
+    check_usable(check_device(args.device))
     module = experiments.load(args.experiment)
     if args.estimate:
         from .estimate import format_table

@@ -245,6 +245,16 @@ def test_too_many_torch_threads_are_refused_at_once(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_device_torch_cannot_compute_on_fails_before_the_run(tmp_path, capsys,
+                                                              no_run, monkeypatch):
+    """A device that passes the name checks but fails a computation (as a CUDA build
+    for other hardware does; here torch's meta device, whose values cannot be read)."""
+    monkeypatch.setattr("rcutil.validate.device", lambda value: torch.device("meta"))
+    line = one_line_error(run_main(capsys, "--out", str(tmp_path / "out")),
+                          "device 'meta' cannot run a computation", "use cpu")
+    assert "meta tensors" in line and not (tmp_path / "out").exists()
+
+
 def test_debug_lets_the_error_through_with_its_traceback(tmp_path):
     with pytest.raises(ValueError, match="device 'CPU'"):
         main(["model", "--device", "CPU", "--out", str(tmp_path), "--debug"])
