@@ -230,12 +230,12 @@ def forget_parsed() -> None:
 def read_csv(path, *, min_rows: int = 1) -> JenaTable:
     """Parse a file in the format of ``jena_climate_2009_2016.csv`` and check it.
 
-    Raises :class:`FileNotFoundError` for a missing file and :class:`JenaFormatError` (a
-    ``ValueError``) for a wrong header, fewer than ``min_rows`` data rows, a row with the
-    wrong number of fields, a date not in ``%d.%m.%Y %H:%M:%S``, a field that is not a
-    finite number or a value outside the physical range of its column (:data:`RANGES`);
-    the message gives the line and the column. Rows are returned in file order (see
-    :func:`clean`).
+    Raises :class:`FileNotFoundError` for a missing file and :class:`JenaFormatError`
+    (a ``ValueError``) for a wrong header, fewer than ``min_rows`` data rows, a row with
+    the wrong number of fields, a date not in ``%d.%m.%Y %H:%M:%S``, a field that is not
+    a finite number or a value outside the physical range of its column
+    (:data:`RANGES`); the message gives the line and the column. Rows are returned in
+    file order (see :func:`clean`).
     """
     path = Path(path)
     if not path.is_file():
@@ -246,8 +246,8 @@ def read_csv(path, *, min_rows: int = 1) -> JenaTable:
     table = _parse(path)
     if table.n_rows < min_rows:
         raise JenaFormatError(
-            f"{path} is too short: {table.n_rows:,} data rows, at least {min_rows:,} are "
-            f"needed (the full file has {N_ROWS:,}). Use the full "
+            f"{path} is too short: {table.n_rows:,} data rows, at least {min_rows:,} "
+            f"are needed (the full file has {N_ROWS:,}). Use the full "
             f"jena_climate_2009_2016.csv or a smaller profile.")
     return table
 

@@ -168,7 +168,7 @@ def test_a_missing_tokenizer_file_is_named(tmp_path, missing):
     assert str(tmp_path / missing) in str(info.value)
 
 
-def test_an_error_of_the_tokenizers_library_names_both_files(tmp_path, monkeypatch):
+def test_an_error_while_building_the_tokenizer_names_both_files(tmp_path, monkeypatch):
     import tokenizers
 
     class Failing:
