@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 
-import torch
-
 from . import env
 
 ENV_VAR = "RCUTIL_TORCH_THREADS"
@@ -29,8 +27,11 @@ def from_environment() -> int | None:
 
 
 def apply_environment() -> None:
-    """Set torch's thread count from ``$RCUTIL_TORCH_THREADS`` when it is given."""
+    """Set torch's thread count from ``$RCUTIL_TORCH_THREADS`` when it is given; the
+    value is checked before torch loads, so a bad one fails at once."""
     n = from_environment()
+    import torch
+
     if n is not None:
         torch.set_num_threads(n)
 
@@ -39,6 +40,8 @@ def apply_environment() -> None:
 def torch_threads(n: int | None):
     """Run a block with ``n`` torch intra-op threads (``None``: leave as is), then
     restore the previous count."""
+    import torch
+
     old = torch.get_num_threads()
     if n is not None:
         torch.set_num_threads(n)
