@@ -493,7 +493,7 @@ def claims(result: Result) -> list[Claim]:
         "descent stalls, with it the loss keeps falling",
         rf"$\Phi_T / \Phi_\perp$ after $T = {s['train_steps']}$ steps at "
         rf"$\mu = {s['train_mu']:g}$, $d_{{QK}} = {s['train_d_qk']}$, "
-        r"$\tau = d_{QK}$: " + gd.text(r"$\beta = 1$", r"$\beta = 0$")
+        r"$\tau = d_{QK}$; " + gd.text(r"$\beta = 1$:", r"$\beta = 0$:")
         + f" (mean ± s.e., {n} seeds)",
         decide(gd.outcome, deviation=True),
         r"the collapse exists only under the book's $\tau = d_{QK}$ (row above); the "
