@@ -195,7 +195,8 @@ def train(settings: dict, *, progress: bool = False) -> list[TrainingRun]:
     X, Y = (torch.stack(z) for z in zip(*data))
     beta = torch.tensor([b for b, _ in members], dtype=torch.float64).view(-1, 1, 1, 1)
     I = torch.eye(d, dtype=torch.float64)
-    loss, smin = [], []
+    loss, smin = (torch.empty(len(members), settings["train_steps"] + 1,
+                              dtype=torch.float64) for _ in range(2))
     for t in loop(settings["train_steps"] + 1, desc="GD, every beta and seed",
                   unit="GD step", progress=progress):
         # eqs. model-z to model-out, the scores formed as X (W_Q W_K^T) X^T
@@ -206,14 +207,13 @@ def train(settings: dict, *, progress: bool = False) -> list[TrainingRun]:
         if not torch.isfinite(phi).all():
             raise TrainingDiverged(f"gradient descent diverged at step {t}: use a "
                                    f"smaller train_mu than {mu:g}")
-        loss.append(phi.detach())
-        smin.append(sigma_min(spectra.stack(Z), stacked=False))
+        loss[:, t] = phi.detach()
+        smin[:, t] = sigma_min(spectra.stack(Z), stacked=False)
         if t < settings["train_steps"]:
             with torch.no_grad():
                 for p, g in zip(W.values(), grads):
                     p.sub_(mu * g)                          # eq. model-gd
-    loss, smin = torch.stack(loss, dim=1).numpy(), torch.stack(smin, dim=1).numpy()
-    S = len(settings["train_seeds"])
+    loss, smin, S = loss.numpy(), smin.numpy(), len(settings["train_seeds"])
     return [TrainingRun(beta, loss[i * S:(i + 1) * S], smin[i * S:(i + 1) * S])
             for i, beta in enumerate(TRAIN_BETAS)]
 
