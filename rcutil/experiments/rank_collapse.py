@@ -321,7 +321,7 @@ def bound_excess(result: Result) -> float:
 
 
 def final_over_floor(result: Result, beta: float) -> np.ndarray:
-    """``Phi_T / Phi_perp`` per seed: GD's last loss over :func:`per_sample_floor`."""
+    """``Phi_T / Phi_floor`` per seed: GD's last loss over :func:`per_sample_floor`."""
     run = results.pick(result.training, beta=beta)
     return run.loss[:, -1] / np.asarray(result.training_floor)
 
@@ -355,8 +355,8 @@ TIGHT = 0.9                 # in the collapse, the bound over beta sigma_min(X~)
 CENTRED = 0.8               # sigma_min(X~) over sigma_min(X)
 FALLS, STAYS = 0.1, 0.5     # Phi_T / Phi_0 with the residual below, without above
 SEPARATED = 1e-2            # sigma_min(Z_t): largest without over smallest with
-STALLED = 0.75              # Phi_T / Phi_perp without the residual, on every seed
-BELOW_FLOOR = 0.2           # Phi_T / Phi_perp with the residual, on every seed
+STALLED = 0.75              # Phi_T / Phi_floor without the residual, on every seed
+BELOW_FLOOR = 0.2           # Phi_T / Phi_floor with the residual, on every seed
 DOUBLE_LAYERS = 2           # layers where log r_{l+1} / log r_l is measured
 DOUBLES = 2.0               # ... and at least this (doubly exponential decay)
 FLOOR_LAYER, AT_FLOOR = 6, 1e-12    # pure attention's r_l at this layer below this
@@ -386,7 +386,7 @@ def checks(result: Result) -> list[Check]:
     pure, skip = (geometric_mean(d.residual) for d in result.depth)
     exps = cubic_exponents(result.depth[0].residual)
     tq, tu, t1 = TAU.values()
-    end, ratio = "at the largest $d_{QK}$", r"$\Phi_T / \Phi_\perp$"
+    end, ratio = "at the largest $d_{QK}$", r"$\Phi_T / \Phi_{\mathrm{floor}}$"
     return [
         Check("the sweep starts at $d_{QK} = 1$", result.d_qk[0], "==", 1),
         Check("the largest $d_{QK}$", result.d_qk[-1], ">=", LARGEST_D_QK),
@@ -491,13 +491,14 @@ def claims(result: Result) -> list[Claim]:
         "rank-collapse-gd", "Gradient descent from the collapse",
         "in the collapse the problem is ill-conditioned: without the residual gradient "
         "descent stalls, with it the loss keeps falling",
-        rf"$\Phi_T / \Phi_\perp$ after $T = {s['train_steps']}$ steps at "
+        r"$\Phi_T / \Phi_{\mathrm{floor}}$ "
+        rf"after $T = {s['train_steps']}$ steps at "
         rf"$\mu = {s['train_mu']:g}$, $d_{{QK}} = {s['train_d_qk']}$, "
         r"$\tau = d_{QK}$; " + gd.text(r"$\beta = 1$:", r"$\beta = 0$:")
         + f" (mean ± s.e., {n} seeds)",
         decide(gd.outcome, deviation=True),
         r"the collapse exists only under the book's $\tau = d_{QK}$ (row above); the "
         "activation, the sizes and the step are the book's",
-        rule=rule_text(n) + r"; $\Phi_\perp$ is the least loss of outputs that are "
-                            "constant over each sample's tokens")
+        rule=rule_text(n) + r"; $\Phi_{\mathrm{floor}}$ is the least loss of outputs "
+                            "that are constant over each sample's tokens")
     return [spectral, training]
