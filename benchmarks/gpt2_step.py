@@ -1,9 +1,10 @@
 """Time the book's SST-2 training step against Hugging Face ``transformers``' GPT-2.
 
-    .venv/bin/python benchmarks/gpt2_step.py [--profile book] [--layers L] [--threads 1] [--repeats R] [--steps S]
+    .venv/bin/python benchmarks/gpt2_step.py [--profile book] [--layers L] [--threads 1]
+        [--repeats R] [--steps S] [--ensemble K]
 
 Both sides take one optimizer step on the same batch: a real training batch of the profile
-(the one whose padded length is nearest an epoch's mean, :func:`rcutil.experiments.sst2.typical_batch`),
+(the one whose padded length is nearest an epoch's mean, :func:`typical_batch`),
 forward, cross-entropy of the last real token's logits, backward, gradient clipping, AdamW
 (fused) and the learning-rate schedule, float32 on the CPU, with the same weights (rcutil's
 model is loaded from the reference's state dict, and the two give the same logits). Two ratios
@@ -11,7 +12,7 @@ rcutil / Hugging Face (below 1: rcutil is faster):
 
 1. **the book's step against what a user would otherwise run**: rcutil's step as the experiment
    runs it, with the embedding trimmed to the token ids the data uses
-   (:func:`rcutil.experiments.sst2.train_step`), against ``GPT2ForSequenceClassification``
+   (:func:`rcutil.sst2_train.train_step`), against ``GPT2ForSequenceClassification``
    with GPT-2's full 50,257-token vocabulary;
 2. **the two models at equal vocabulary**: both with the trimmed vocabulary, so that only the
    model code differs.
@@ -24,6 +25,12 @@ time), so that a change in the machine's load hits all sides alike. With one tor
 default, as the book trains) the clock is the process's CPU time, which other processes on a
 shared machine do not inflate; with more threads it is wall time. ``transformers`` is an
 optional dependency (``pip install -e .[bench]``); without it the script says so and exits 0.
+
+``--ensemble K`` times instead what training K seeds at once would gain: K models of the
+profile, each one step on the batch, against the same K models stacked
+(``torch.func.stack_module_state``) and stepped as one through ``torch.func.vmap`` of
+``torch.func.functional_call`` (attention by the math backend, which has batching rules;
+AdamW on the stacked tensors; clipping per model). It needs no ``transformers``.
 """
 from __future__ import annotations
 
@@ -66,13 +73,14 @@ def rcutil_twin(ref, settings: dict, layers: int, vocab: torch.Tensor | None):
 
 
 def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
-    """One optimizer step of the experiment's recipe (:func:`rcutil.experiments.sst2.train_step`);
+    """One optimizer step of the experiment's recipe (:func:`rcutil.sst2_train.train_step`);
     for Hugging Face's model the same recipe around its own forward (labels in, loss out)."""
-    from rcutil.experiments import sst2
+    from rcutil import sst2_train as sst2
 
-    opt, sched = sst2.make_optimizer(model, settings, settings["lr_grid"][0])
+    opt, sched = sst2.make_optimizer(model, settings, settings["lr_grid"]["scratch"]["w"][0])
     if not hf:
-        return lambda: sst2.train_step(model, opt, sched, tokens, lengths, labels, grad_clip=settings["grad_clip"])
+        return lambda: sst2.train_step(model, opt, sched, tokens, lengths, labels,
+                                       grad_clip=settings["grad_clip"])
 
     def step():
         loss = model(input_ids=tokens, labels=labels).loss
@@ -84,6 +92,93 @@ def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
         return loss.detach()
 
     return step
+
+
+def typical_batch(data: dict, settings: dict):
+    """``(tokens, lengths, labels)`` of the training batch (of one epoch of the
+    experiment's batches) whose padded length is nearest the epoch's mean: what one step
+    costs on average."""
+    from rcutil.sst2_data import length_batches
+
+    lengths = data["train"][1]
+    epoch = length_batches(lengths, settings["batch_size"], torch.Generator().manual_seed(0))
+    padded = torch.stack([lengths[b].max() for b in epoch]).float()
+    rows = epoch[int((padded - padded.mean()).abs().argmin())]
+    tokens, lengths, labels = (t[rows] for t in data["train"])
+    return tokens[:, :int(lengths.max())], lengths, labels
+
+
+def profile_batch(profile: str):
+    """The SST-2 settings of ``profile``, its data, and its typical training batch."""
+    from rcutil import sst2_train
+    from rcutil.experiments import sst2
+    from rcutil.profiles import settings_for
+
+    settings = settings_for(sst2.SETTINGS, profile)
+    data = sst2_train.prepare_data(settings)
+    return settings, data, typical_batch(data, settings)
+
+
+def ensemble_steps(settings: dict, data: dict, batch, layers: int, k: int) -> dict:
+    """One step of ``k`` models one by one, and of the same models stacked and stepped as
+    one through ``vmap`` (per-model clipping, AdamW on the stacked tensors)."""
+    import copy
+
+    from torch.func import functional_call, stack_module_state, vmap
+    from torch.nn import functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from rcutil import sst2_train
+
+    tokens, lengths, labels = batch
+    lr, clip = settings["lr_grid"]["scratch"]["w"][0], settings["grad_clip"]
+    models = [sst2_train.make_model(settings, "scratch", layers, True, seed,
+                                    data["vocabulary"]) for seed in range(k)]
+    one = [sst2_train.make_optimizer(m, settings, lr) for m in models]
+
+    def one_by_one():
+        for m, (opt, sched) in zip(models, one):
+            sst2_train.train_step(m, opt, sched, tokens, lengths, labels, grad_clip=clip)
+
+    params, buffers = stack_module_state(models)
+    params = {n: p.detach().requires_grad_() for n, p in params.items()}
+    base = copy.deepcopy(models[0]).to("meta")
+    opt = torch.optim.AdamW(list(params.values()), lr=lr, fused=True)
+
+    def loss(p, b):
+        return F.cross_entropy(functional_call(base, (p, b), (tokens, lengths)), labels)
+
+    def stacked():
+        with sdpa_kernel(SDPBackend.MATH):   # the fused kernels have no batching rule
+            total = vmap(loss)(params, buffers).sum()
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        grads = [p.grad for p in params.values()]
+        norm = torch.stack([g.pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()
+        scale = (clip / (norm + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(scale.view(-1, *[1] * (g.dim() - 1)))
+        opt.step()
+
+    return {"one": one_by_one, "stacked": stacked}
+
+
+def ensemble(args) -> int:
+    """``--ensemble K``: K models stepped one by one against the K stacked and stepped as
+    one through ``vmap``; prints ms per model-step of both and their ratio, per depth."""
+    settings, data, batch = profile_batch(args.profile)
+    k = args.ensemble
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); profile "
+          f"{args.profile}: d={settings['d_model']}, batch {tuple(batch[0].shape)}; "
+          f"{k} models")
+    print(f"{'L':>3}  {'one by one ms':>14}{'stacked ms':>12}{'ratio':>8}   (per model-step)")
+    clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
+    for layers in [args.layers] if args.layers else settings["layers"]:
+        med = timed(ensemble_steps(settings, data, batch, layers, k), repeats=args.repeats,
+                    steps=args.steps, clock=clock)
+        print(f"{layers:>3}  {1e3 * med['one'] / k:>14.1f}{1e3 * med['stacked'] / k:>12.1f}"
+              f"{med['stacked'] / med['one']:>8.2f}")
+    return 0
 
 
 def timed(fns: dict, *, repeats: int, steps: int, clock=time.perf_counter) -> dict[str, float]:
@@ -108,7 +203,12 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the book runs)")
     parser.add_argument("--repeats", type=int, default=7, help="alternating rounds (default 7)")
     parser.add_argument("--steps", type=int, default=5, help="steps per round (default 5)")
+    parser.add_argument("--ensemble", type=int, default=0, metavar="K",
+                        help="time K models stepped as one (vmap) against one by one")
     args = parser.parse_args(argv)
+    if args.ensemble:
+        torch.set_num_threads(args.threads)
+        return ensemble(args)
     try:
         import transformers
     except ImportError:
@@ -118,14 +218,10 @@ def main(argv=None) -> int:
         return 0
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(args.threads)
-    from rcutil.experiments import sst2
-    from rcutil.profiles import settings_for
     from rcutil.sst2_data import EOS_ID
 
-    settings = settings_for(sst2.SETTINGS, args.profile)
-    data = sst2.prepare_data(settings)
+    settings, data, (tokens, lengths, labels) = profile_batch(args.profile)
     vocab = data["vocabulary"]
-    tokens, lengths, labels = sst2.typical_batch(data, settings)
     assert vocab[-1] == EOS_ID  # the pad id is the last row of the trimmed vocabulary too
     full_tokens = vocab[tokens]   # the same batch in GPT-2's own ids
     clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter

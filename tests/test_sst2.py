@@ -26,8 +26,8 @@ def tiny_data():
 
 # ----------------------------------------------------------------- choosing the rate
 def test_selection_runs_every_rate_at_full_length_from_the_selection_seed(monkeypatch):
-    """Every rate of the arm's grid is trained by the full recipe from the selection seed;
-    the lowest final training loss wins; a diverging run counts as infinite."""
+    """Every rate of the arm's grid is trained by the full recipe from the selection
+    seed; the lowest final training loss wins; a diverging run counts as infinite."""
     seen = []
 
     def fake_train_one(settings, data, init, layers, residual, seed, lr, **kw):
@@ -43,15 +43,17 @@ def test_selection_runs_every_rate_at_full_length_from_the_selection_seed(monkey
                     lr_grid={"scratch": {"w": grid, "wo": [1e-3]}})
     chosen = sst2.select_rate(settings, {}, "scratch", 2, True)
     assert chosen.lr == 3e-4 and chosen.train_loss == [0.5, 0.3, 0.4, math.inf]
-    assert chosen.train_error[:3] == [0.25, 0.15, 0.2] and math.isnan(chosen.train_error[3])
+    assert chosen.train_error[:3] == [0.25, 0.15, 0.2]
+    assert math.isnan(chosen.train_error[3])
     assert seen == [(300, 9, lr, False) for lr in grid]   # full length, unreported seed
     seen.clear()
-    assert sst2.select_rate(settings, {}, "scratch", 2, False).lr == 1e-3   # the wo grid
+    assert sst2.select_rate(settings, {}, "scratch", 2, False).lr == 1e-3   # wo grid
     assert seen == [(300, 9, 1e-3, False)]
 
 
 def test_selection_on_a_real_model_prefers_a_rate_that_trains():
-    settings = dict(SETTINGS, steps=8, lr_grid={"scratch": {"w": [1e-7, 3e-3], "wo": [1e-3]}})
+    settings = dict(SETTINGS, steps=8,
+                    lr_grid={"scratch": {"w": [1e-7, 3e-3], "wo": [1e-3]}})
     chosen = sst2.select_rate(settings, tiny_data(), "scratch", 2, True)
     assert chosen.lr == 3e-3 and chosen.train_loss[1] < chosen.train_loss[0]
 
@@ -87,9 +89,9 @@ def test_training_steps_do_not_wait_for_the_device(steps, monkeypatch):
 
 
 def test_a_diverging_run_names_the_steps_and_the_fix(monkeypatch):
-    monkeypatch.setattr(sst2_train, "train_step",
-                        lambda *a, **k: torch.tensor(float("nan")))
-    with pytest.raises(FloatingPointError, match=r"between steps 3 and 6.*lower lr_grid"):
+    losses = iter([0.7, 0.6, 0.5, 0.4, float("nan"), 0.3])
+    monkeypatch.setattr(sst2_train, "train_step", lambda *a, **k: torch.tensor(next(losses)))
+    with pytest.raises(FloatingPointError, match=r"steps 3 and 6.*lower lr_grid"):
         sst2.train_one(dict(SETTINGS, steps=6, eval_every=3), tiny_data(), "scratch", 2,
                        True, 0, 1e-3)
 
@@ -97,16 +99,17 @@ def test_a_diverging_run_names_the_steps_and_the_fix(monkeypatch):
 def test_the_control_leaves_the_output_projections_unscaled():
     vocab = synthetic_data()[3]
     for scaled, factor in ((True, 1 / math.sqrt(2 * 6)), (False, 1.0)):
-        model = sst2_train.make_model(dict(SETTINGS, d_model=64, d_ff=256), "scratch", 6,
-                                      False, 0, vocab, scaled_projections=scaled)
+        model = sst2_train.make_model(dict(SETTINGS, d_model=64, d_ff=256), "scratch",
+                                      6, False, 0, vocab, scaled_projections=scaled)
         std = torch.cat([b.mlp.c_proj.weight.flatten() for b in model.h]).std().item()
         assert std == pytest.approx(0.02 * factor, rel=0.05)
 
 
 # ----------------------------------------------------------------- settings
 def test_bf16_asked_where_it_cannot_run_warns_and_uses_float32():
+    bf16 = dict(SETTINGS, precision="bf16")
     with pytest.warns(RuntimeWarning, match="bf16 needs a CUDA device"):
-        assert sst2_train.autocast_dtype(dict(SETTINGS, precision="bf16"), "cpu") is None
+        assert sst2_train.autocast_dtype(bf16, "cpu") is None
     assert sst2_train.autocast_dtype(dict(SETTINGS, precision="float32"), "cpu") is None
     with pytest.raises(ValueError, match="precision must be one of"):
         sst2_train.autocast_dtype(dict(SETTINGS, precision="fp8"), "cpu")
@@ -141,9 +144,9 @@ def test_profiles_meet_the_seed_counts_and_the_paper_arms():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
 def test_a_missing_gpu_is_named():
-    with pytest.raises(ValueError, match="device 'cuda' asked for, but this torch has no"):
+    with pytest.raises(ValueError, match="device 'cuda' asked for, but this torch"):
         project(sst2, settings_for(sst2.SETTINGS, "ci"), device="cuda")
-    with pytest.raises(ValueError, match="device 'cuda:1' asked for, but this torch has"):
+    with pytest.raises(ValueError, match="device 'cuda:1' asked for, but this torch"):
         sst2.run(settings_for(sst2.SETTINGS, "ci"), device="cuda:1")
 
 
@@ -183,15 +186,17 @@ def stored(w=W, wo=WO, *, majority=MAJORITY, settings=None):
                 loss = np.column_stack([0.7 + 0 * early, 0.6 + 0 * early,
                                         0.5 - error[:, -1] / 2])
                 ones = np.ones_like(error)
-                runs.append(sst2.Run(init, L, residual, 1e-3, [0, 150, 300], error, loss,
-                                     loss, 3 * ones + residual * 6, 2 * ones + residual * 9,
+                stable, effective = 3 + 6 * residual, 2 + 9 * residual
+                runs.append(sst2.Run(init, L, residual, 1e-3, [0, 150, 300], error,
+                                     loss, loss, stable * ones, effective * ones,
                                      [0.7] * len(final), [1.0] * len(final), 1000))
-    selections = [sst2.Selection(r.init, r.layers, r.residual, [1e-3], [0.5], [0.2], 1e-3)
-                  for r in runs]
+    selections = [sst2.Selection(r.init, r.layers, r.residual, [1e-3], [0.5], [0.2],
+                                 1e-3) for r in runs]
     result = sst2.Result(settings=settings, runs=runs, selections=selections,
                          control=sst2.Control(10, 1e-3, [0.44] * 3, [0.69] * 3),
-                         majority_error=majority, n_train_rows=67_349, n_train_used=4096,
-                         n_dev_used=872, vocabulary_size=7000, precision="float32")
+                         majority_error=majority, n_train_rows=67_349,
+                         n_train_used=4096, n_dev_used=872, vocabulary_size=7000,
+                         precision="float32")
     return sst2.Result.from_json(result.to_json())
 
 
@@ -258,7 +263,7 @@ def with_errors(table, L, values):
 @pytest.mark.parametrize("name, w, wo, flips", [
     # w no better than wo at L = 2: "lower at every depth" is not resolved
     ("w ties wo at L = 2", with_errors(W, 2, [0.30, 0.31, 0.32, 0.33, 0.345]), WO,
-     [rules.INCONCLUSIVE, rules.NOT_REPRODUCED, rules.DEVIATION]),
+     [rules.INCONCLUSIVE, rules.DEVIATION, rules.DEVIATION]),
     # w worse than wo at L = 6
     ("w above wo at L = 6", W, with_errors(WO, 6, [0.05, 0.06, 0.07, 0.08, 0.09]),
      [rules.NOT_REPRODUCED, rules.DEVIATION, rules.NOT_REPRODUCED]),
@@ -312,7 +317,8 @@ def test_at_paper_scale_the_status_has_no_deviation():
 
 def test_the_rows_show_means_with_standard_errors_and_p():
     lower, depth, stall = sst2.claims(stored())
-    assert lower.book.startswith("L = 2: w 0.22 ± 0.0071 vs wo 0.32 ± 0.0071, p = 0.004")
+    assert lower.book.startswith("L = 2: w 0.22 ± 0.0071 vs wo 0.32 ± 0.0071, "
+                                 "p = 0.004")
     assert "L = 10 below L = 6: p = 0.004" in depth.book
     assert "within 0.05 of the majority-label error" in stall.claim
     assert "0.05" in stall.rule and "BARELY" not in stall.rule
