@@ -3,28 +3,29 @@
     .venv/bin/python benchmarks/gpt2_step.py [--profile book] [--layers L] [--threads 1]
         [--repeats R] [--steps S] [--ensemble K]
 
-Both sides take one optimizer step on the same batch: a real training batch of the profile
-(the one whose padded length is nearest an epoch's mean, :func:`typical_batch`),
-forward, cross-entropy of the last real token's logits, backward, gradient clipping, AdamW
-(fused) and the learning-rate schedule, float32 on the CPU, with the same weights (rcutil's
-model is loaded from the reference's state dict, and the two give the same logits). Two ratios
-rcutil / Hugging Face (below 1: rcutil is faster):
+Both sides take one optimizer step on the same batch: a real training batch of the
+profile (the one whose padded length is nearest an epoch's mean, :func:`typical_batch`),
+forward, cross-entropy of the last real token's logits, backward, gradient clipping,
+AdamW (fused) and the learning-rate schedule, float32 on the CPU, with the same weights
+(rcutil's model is loaded from the reference's state dict, and the two give the same
+logits). Two ratios rcutil / Hugging Face (below 1: rcutil is faster):
 
-1. **the book's step against what a user would otherwise run**: rcutil's step as the experiment
-   runs it, with the embedding trimmed to the token ids the data uses
+1. **the book's step against what a user would otherwise run**: rcutil's step as the
+   experiment runs it, with the embedding trimmed to the token ids the data uses
    (:func:`rcutil.sst2_train.train_step`), against ``GPT2ForSequenceClassification``
    with GPT-2's full 50,257-token vocabulary;
-2. **the two models at equal vocabulary**: both with the trimmed vocabulary, so that only the
-   model code differs.
+2. **the two models at equal vocabulary**: both with the trimmed vocabulary, so that
+   only the model code differs.
 
 Each is printed for every depth of the profile, and for one step of each depth together
 (``all``), the mix of the experiment's training, where every depth trains as many steps.
 
-After a warm-up the steps are timed in alternation (R rounds of S steps each, median per-step
-time), so that a change in the machine's load hits all sides alike. With one torch thread (the
-default, as the book trains) the clock is the process's CPU time, which other processes on a
-shared machine do not inflate; with more threads it is wall time. ``transformers`` is an
-optional dependency (``pip install -e .[bench]``); without it the script says so and exits 0.
+After a warm-up the steps are timed in alternation (R rounds of S steps each, median
+per-step time), so that a change in the machine's load hits all sides alike. With one
+torch thread (the default, as the book trains) the clock is the process's CPU time,
+which other processes on a shared machine inflate far less than wall time; with more
+threads it is wall time. ``transformers`` is an optional dependency
+(``pip install -e .[bench]``); without it the script says so and exits 0.
 
 ``--ensemble K`` times instead what training K seeds at once would gain: K models of the
 profile, each one step on the batch, against the same K models stacked
@@ -45,39 +46,48 @@ import rcutil  # noqa: F401  (sets the thread policy before numpy)
 
 
 def hf_classifier(transformers, settings: dict, layers: int, vocab_size: int):
-    """``GPT2ForSequenceClassification`` of the profile's sizes (no dropout, SDPA attention), the
-    pad id GPT-2's ``<|endoftext|>`` renumbered into the vocabulary the model reads."""
-    cfg = transformers.GPT2Config(n_embd=settings["d_model"], n_layer=layers, n_head=settings["n_head"],
-                                  n_inner=settings["d_ff"], vocab_size=vocab_size, n_positions=1024,
-                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, num_labels=2,
-                                  pad_token_id=vocab_size - 1, bos_token_id=vocab_size - 1,
-                                  eos_token_id=vocab_size - 1)
+    """``GPT2ForSequenceClassification`` of the profile's sizes (no dropout, SDPA
+    attention), the pad id GPT-2's ``<|endoftext|>`` renumbered into the vocabulary the
+    model reads."""
+    pad = vocab_size - 1
+    cfg = transformers.GPT2Config(n_embd=settings["d_model"], n_layer=layers,
+                                  n_head=settings["n_head"], n_inner=settings["d_ff"],
+                                  vocab_size=vocab_size, n_positions=1024,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                  num_labels=2,
+                                  pad_token_id=pad, bos_token_id=pad, eos_token_id=pad)
     torch.manual_seed(0)
     try:
-        return transformers.GPT2ForSequenceClassification(cfg, attn_implementation="sdpa").train()
+        return transformers.GPT2ForSequenceClassification(
+            cfg, attn_implementation="sdpa").train()
     except TypeError:  # older transformers take it on the config only
         cfg._attn_implementation = "sdpa"
         return transformers.GPT2ForSequenceClassification(cfg).train()
 
 
 def rcutil_twin(ref, settings: dict, layers: int, vocab: torch.Tensor | None):
-    """rcutil's classifier with the reference's weights; with ``vocab``, only those rows kept."""
+    """rcutil's classifier with the reference's weights; with ``vocab``, only those rows
+    kept."""
     from rcutil.gpt2 import GPT2Config, from_hf_state_dict
 
-    config = GPT2Config(n_layer=layers, n_head=settings["n_head"], d_model=settings["d_model"],
-                        d_ff=settings["d_ff"], vocab_size=ref.config.vocab_size)
-    ours = from_hf_state_dict(ref.transformer.state_dict(), layers, config=config).train()
+    config = GPT2Config(n_layer=layers, n_head=settings["n_head"],
+                        d_model=settings["d_model"], d_ff=settings["d_ff"],
+                        vocab_size=ref.config.vocab_size)
+    state = ref.transformer.state_dict()
+    ours = from_hf_state_dict(state, layers, config=config).train()
     with torch.no_grad():
         ours.head.weight.copy_(ref.score.weight)
     return ours.keep_tokens(vocab) if vocab is not None else ours
 
 
 def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
-    """One optimizer step of the experiment's recipe (:func:`rcutil.sst2_train.train_step`);
-    for Hugging Face's model the same recipe around its own forward (labels in, loss out)."""
+    """One optimizer step of the experiment's recipe
+    (:func:`rcutil.sst2_train.train_step`); for Hugging Face's model the same recipe
+    around its own forward (labels in, loss out)."""
     from rcutil import sst2_train as sst2
 
-    opt, sched = sst2.make_optimizer(model, settings, settings["lr_grid"]["scratch"]["w"][0])
+    lr = settings["lr_grid"]["scratch"]["w"][0]
+    opt, sched = sst2.make_optimizer(model, settings, lr)
     if not hf:
         return lambda: sst2.train_step(model, opt, sched, tokens, lengths, labels,
                                        grad_clip=settings["grad_clip"])
@@ -101,7 +111,8 @@ def typical_batch(data: dict, settings: dict):
     from rcutil.sst2_data import length_batches
 
     lengths = data["train"][1]
-    epoch = length_batches(lengths, settings["batch_size"], torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(0)
+    epoch = length_batches(lengths, settings["batch_size"], gen)
     padded = torch.stack([lengths[b].max() for b in epoch]).float()
     rows = epoch[int((padded - padded.mean()).abs().argmin())]
     tokens, lengths, labels = (t[rows] for t in data["train"])
@@ -120,8 +131,8 @@ def profile_batch(profile: str):
 
 
 def ensemble_steps(settings: dict, data: dict, batch, layers: int, k: int) -> dict:
-    """One step of ``k`` models one by one, and of the same models stacked and stepped as
-    one through ``vmap`` (per-model clipping, AdamW on the stacked tensors)."""
+    """One step of ``k`` models one by one, and of the same models stacked and stepped
+    as one through ``vmap`` (per-model clipping, AdamW on the stacked tensors)."""
     import copy
 
     from torch.func import functional_call, stack_module_state, vmap
@@ -138,7 +149,8 @@ def ensemble_steps(settings: dict, data: dict, batch, layers: int, k: int) -> di
 
     def one_by_one():
         for m, (opt, sched) in zip(models, one):
-            sst2_train.train_step(m, opt, sched, tokens, lengths, labels, grad_clip=clip)
+            sst2_train.train_step(m, opt, sched, tokens, lengths, labels,
+                                  grad_clip=clip)
 
     params, buffers = stack_module_state(models)
     params = {n: p.detach().requires_grad_() for n, p in params.items()}
@@ -164,25 +176,29 @@ def ensemble_steps(settings: dict, data: dict, batch, layers: int, k: int) -> di
 
 
 def ensemble(args) -> int:
-    """``--ensemble K``: K models stepped one by one against the K stacked and stepped as
-    one through ``vmap``; prints ms per model-step of both and their ratio, per depth."""
+    """``--ensemble K``: K models stepped one by one against the K stacked and stepped
+    as one through ``vmap``; prints ms per model-step of both and their ratio, per
+    depth."""
     settings, data, batch = profile_batch(args.profile)
     k = args.ensemble
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); profile "
           f"{args.profile}: d={settings['d_model']}, batch {tuple(batch[0].shape)}; "
           f"{k} models")
-    print(f"{'L':>3}  {'one by one ms':>14}{'stacked ms':>12}{'ratio':>8}   (per model-step)")
+    print(f"{'L':>3}  {'one by one ms':>14}{'stacked ms':>12}{'ratio':>8}"
+          f"   (per model-step)")
     clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
     for layers in [args.layers] if args.layers else settings["layers"]:
-        med = timed(ensemble_steps(settings, data, batch, layers, k), repeats=args.repeats,
-                    steps=args.steps, clock=clock)
-        print(f"{layers:>3}  {1e3 * med['one'] / k:>14.1f}{1e3 * med['stacked'] / k:>12.1f}"
-              f"{med['stacked'] / med['one']:>8.2f}")
+        med = timed(ensemble_steps(settings, data, batch, layers, k),
+                    repeats=args.repeats, steps=args.steps, clock=clock)
+        one, stacked = 1e3 * med["one"] / k, 1e3 * med["stacked"] / k
+        print(f"{layers:>3}  {one:>14.1f}{stacked:>12.1f}{stacked / one:>8.2f}")
     return 0
 
 
-def timed(fns: dict, *, repeats: int, steps: int, clock=time.perf_counter) -> dict[str, float]:
-    """Median seconds per step of each function, timed in alternating rounds after a warm-up."""
+def timed(fns: dict, *, repeats: int, steps: int,
+          clock=time.perf_counter) -> dict[str, float]:
+    """Median seconds per step of each function, timed in alternating rounds after a
+    warm-up."""
     for fn in fns.values():
         for _ in range(3):
             fn()
@@ -198,13 +214,14 @@ def timed(fns: dict, *, repeats: int, steps: int, clock=time.perf_counter) -> di
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="book", help="the SST-2 settings row (default book)")
-    parser.add_argument("--layers", type=int, default=None, help="blocks L (default: each of the profile's)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the book runs)")
-    parser.add_argument("--repeats", type=int, default=7, help="alternating rounds (default 7)")
-    parser.add_argument("--steps", type=int, default=5, help="steps per round (default 5)")
-    parser.add_argument("--ensemble", type=int, default=0, metavar="K",
-                        help="time K models stepped as one (vmap) against one by one")
+    add = parser.add_argument
+    add("--profile", default="book", help="the SST-2 settings row (default book)")
+    add("--layers", type=int, default=None, help="blocks L (default: the profile's)")
+    add("--threads", type=int, default=1, help="torch threads (default 1, as the book)")
+    add("--repeats", type=int, default=7, help="alternating rounds (default 7)")
+    add("--steps", type=int, default=5, help="steps per round (default 5)")
+    add("--ensemble", type=int, default=0, metavar="K",
+        help="time K models stepped as one (vmap) against one by one")
     args = parser.parse_args(argv)
     if args.ensemble:
         torch.set_num_threads(args.threads)
@@ -212,9 +229,10 @@ def main(argv=None) -> int:
     try:
         import transformers
     except ImportError:
-        print("transformers is not installed: this benchmark compares against Hugging Face's "
-              "GPT2ForSequenceClassification. Install it with `pip install transformers` (or "
-              "`pip install -e .[bench]`) and run again. Nothing was timed.")
+        print("transformers is not installed: this benchmark compares against Hugging "
+              "Face's GPT2ForSequenceClassification. Install it with `pip install "
+              "transformers` (or `pip install -e .[bench]`) and run again. Nothing was "
+              "timed.")
         return 0
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(args.threads)
@@ -222,14 +240,16 @@ def main(argv=None) -> int:
 
     settings, data, (tokens, lengths, labels) = profile_batch(args.profile)
     vocab = data["vocabulary"]
-    assert vocab[-1] == EOS_ID  # the pad id is the last row of the trimmed vocabulary too
+    assert vocab[-1] == EOS_ID  # the pad id is the last row of the trimmed vocabulary
     full_tokens = vocab[tokens]   # the same batch in GPT-2's own ids
     clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {torch.get_num_threads()} "
-          f"thread(s); profile {args.profile}: d={settings['d_model']}, batch {tuple(tokens.shape)} (the "
-          f"training batch of mean padded length), vocabulary {len(vocab):,} of 50,257 ids; clock: "
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"{torch.get_num_threads()} thread(s); profile {args.profile}: "
+          f"d={settings['d_model']}, batch {tuple(tokens.shape)} (the training batch "
+          f"of mean padded length), vocabulary {len(vocab):,} of 50,257 ids; clock: "
           f"{'process CPU time' if clock is time.process_time else 'wall time'}")
-    print("The machine may be shared: absolute times vary; the alternating rounds keep the ratios fair.")
+    print("The machine may be shared: absolute times vary; the alternating rounds keep "
+          "the ratios fair.")
     print(f"{'L':>3}  {'comparison':<44}{'rcutil ms':>11}{'HF ms':>9}{'ratio':>8}")
     totals = {"rcutil": 0.0, "hf_full": 0.0, "rcutil_eq": 0.0, "hf_eq": 0.0}
     for layers in [args.layers] if args.layers else settings["layers"]:
@@ -238,29 +258,35 @@ def main(argv=None) -> int:
         ours = rcutil_twin(hf_full, settings, layers, vocab)
         ours_eq = rcutil_twin(hf_trim, settings, layers, None)
         with torch.no_grad():  # same weights, same function
-            torch.testing.assert_close(ours(tokens, lengths), hf_full(input_ids=full_tokens).logits,
+            torch.testing.assert_close(ours(tokens, lengths),
+                                       hf_full(input_ids=full_tokens).logits,
                                        rtol=1e-4, atol=1e-5)
-            torch.testing.assert_close(ours_eq(tokens, lengths), hf_trim(input_ids=tokens).logits,
+            torch.testing.assert_close(ours_eq(tokens, lengths),
+                                       hf_trim(input_ids=tokens).logits,
                                        rtol=1e-4, atol=1e-5)
-        fns = {"rcutil": step_fn(ours, settings, tokens, lengths, labels, hf=False),
-               "hf_full": step_fn(hf_full, settings, full_tokens, lengths, labels, hf=True),
-               "rcutil_eq": step_fn(ours_eq, settings, tokens, lengths, labels, hf=False),
-               "hf_eq": step_fn(hf_trim, settings, tokens, lengths, labels, hf=True)}
+        batch = (lengths, labels)
+        fns = {"rcutil": step_fn(ours, settings, tokens, *batch, hf=False),
+               "hf_full": step_fn(hf_full, settings, full_tokens, *batch, hf=True),
+               "rcutil_eq": step_fn(ours_eq, settings, tokens, *batch, hf=False),
+               "hf_eq": step_fn(hf_trim, settings, tokens, *batch, hf=True)}
         med = timed(fns, repeats=args.repeats, steps=args.steps, clock=clock)
         for k in totals:
             totals[k] += med[k]
         _rows(layers, med)
     if not args.layers:
         _rows("all", totals)
-        print("'all': one step of each depth, the mix of the experiment's training (every depth trains "
-              "the same number of steps)")
-    print("targets: SST-2 step against HF with the full vocabulary <= 0.60; equal vocabulary <= 0.85")
+        print("'all': one step of each depth, the mix of the experiment's training "
+              "(every depth trains the same number of steps)")
+    print("targets: SST-2 step against HF with the full vocabulary <= 0.60; equal "
+          "vocabulary <= 0.85")
     return 0
 
 
 def _rows(layers, med: dict) -> None:
-    for name, a, b in (("SST-2 step (trimmed) vs HF full vocabulary", med["rcutil"], med["hf_full"]),
-                       ("equal vocabulary (trimmed on both sides)", med["rcutil_eq"], med["hf_eq"])):
+    for name, a, b in (("SST-2 step (trimmed) vs HF full vocabulary", med["rcutil"],
+                        med["hf_full"]),
+                       ("equal vocabulary (trimmed on both sides)", med["rcutil_eq"],
+                        med["hf_eq"])):
         print(f"{layers!s:>3}  {name:<44}{1e3 * a:>11.1f}{1e3 * b:>9.1f}{a / b:>8.2f}")
 
 
