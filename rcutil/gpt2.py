@@ -165,13 +165,14 @@ class GPT2Classifier(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, seed: int | None = 0) -> None:
-        """GPT-2's initialisation: N(0, 0.02^2) weights, zero biases, the output projections
-        of each block scaled by ``1/sqrt(2 n_layer)`` (unless ``cfg.scaled_projections`` is
-        false); LayerNorms at (1, 0). ``seed`` makes it deterministic (``None``: use the
-        global generator)."""
+        """GPT-2's initialisation: N(0, 0.02^2) weights, zero biases, the output
+        projections of each block scaled by ``1/sqrt(2 n_layer)`` (unless
+        ``cfg.scaled_projections`` is false); LayerNorms at (1, 0). ``seed`` makes it
+        deterministic (``None``: use the global generator)."""
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         std = self.cfg.init_std
-        proj = 1 / math.sqrt(2 * self.cfg.n_layer) if self.cfg.scaled_projections else 1.0
+        proj = 1 / math.sqrt(2 * self.cfg.n_layer)
+        proj = proj if self.cfg.scaled_projections else 1.0
         for name, p in self.named_parameters():
             if name.endswith("bias"):
                 p.zero_()

@@ -271,9 +271,11 @@ def test_output_projections_scaled_by_depth_unless_asked_not_to():
 
     for residual in (True, False):
         proj, fc = stds(residual=residual)
-        assert proj == pytest.approx(0.02 / 4, rel=0.05) and fc == pytest.approx(0.02, rel=0.05)
+        assert proj == pytest.approx(0.02 / 4, rel=0.05)
+        assert fc == pytest.approx(0.02, rel=0.05)
         proj, fc = stds(residual=residual, scaled_projections=False)
-        assert proj == pytest.approx(0.02, rel=0.05) and fc == pytest.approx(0.02, rel=0.05)
+        assert proj == pytest.approx(0.02, rel=0.05)
+        assert fc == pytest.approx(0.02, rel=0.05)
 
 
 # ----------------------------------------------------------------- the trimmed vocabulary

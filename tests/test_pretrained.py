@@ -224,9 +224,9 @@ def test_a_run_with_a_pretrained_and_a_scratch_arm(sst2_files, checkpoint, tmp_p
     for rel, path in sst2_files.items():
         (tmp_path / "data" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "data" / rel).symlink_to(path)
-    settings = dict(SETTINGS, inits=["pretrained", "scratch"], layers=[1, 2], n_train=48,
-                    n_train_eval=16, n_dev=8, max_len=64, steps=4, eval_every=2,
-                    data_seed=0, seeds=[0, 1], control_seeds=1, threads=1,
+    settings = dict(SETTINGS, inits=["pretrained", "scratch"], layers=[1, 2],
+                    n_train=48, n_train_eval=16, n_dev=8, max_len=64, steps=4,
+                    eval_every=2, data_seed=0, seeds=[0, 1], control_seeds=1, threads=1,
                     lr_grid={"pretrained": {"w": [1e-3], "wo": [1e-3, 1e-2]},
                              "scratch": {"w": [1e-3], "wo": [1e-3]}})
     result = sst2.run(settings, progress=False)

@@ -90,7 +90,8 @@ def test_training_steps_do_not_wait_for_the_device(steps, monkeypatch):
 
 def test_a_diverging_run_names_the_steps_and_the_fix(monkeypatch):
     losses = iter([0.7, 0.6, 0.5, 0.4, float("nan"), 0.3])
-    monkeypatch.setattr(sst2_train, "train_step", lambda *a, **k: torch.tensor(next(losses)))
+    monkeypatch.setattr(sst2_train, "train_step",
+                        lambda *a, **k: torch.tensor(next(losses)))
     with pytest.raises(FloatingPointError, match=r"steps 3 and 6.*lower lr_grid"):
         sst2.train_one(dict(SETTINGS, steps=6, eval_every=3), tiny_data(), "scratch", 2,
                        True, 0, 1e-3)
