@@ -411,7 +411,8 @@ def claims(result: Result) -> list[rules.Claim]:
              "the majority-label error")
 
     depth = rules.trend(layers, [w[L].final_error for L in layers])
-    steps = ", ".join(f"L = {b} below L = {a}: p = {c.p:.2g}"
+    steps = ", ".join(f"L = {b} below L = {a}: p = {c.p:.2g} (above: "
+                      f"p = {c.p_reverse:.2g})"
                       for a, b, c in zip(layers, layers[1:], depth.steps))
     claim_depth = rules.Claim(
         "sst2-depth", "SST-2: with residuals the error keeps falling as L grows",
