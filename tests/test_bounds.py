@@ -405,51 +405,52 @@ def test_constants_match_their_formulas():
     assert (bounds.tanh_first_bound(), bounds.tanh_second_bound()) == (1.0, 4 / (3 * 3**0.5))
 
 
-def test_bad_inputs_raise():
-    with pytest.raises(ValueError, match="tau must be positive, got 0.0"):
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match="tau.*positive.*0.0"):
         bounds.attention_lipschitz_WQ(1.0, 1.0, 1.0, 0.0)
-    with pytest.raises(ValueError, match="R_U must be a finite non-negative number, got -1.0"):
-        bounds.output_lipschitz_H(-1.0)
-    with pytest.raises(ValueError, match=r"p must be a probability vector \(1-D\), got shape \(2, 2\)"):
+    with pytest.raises(ValueError, match=r"p .*1-D.*\(2, 2\)"):
         bounds.softmax_jacobian(torch.ones(2, 2))
-    with pytest.raises(ValueError, match=r"p and u must be vectors of the same length, got \(2,\) and \(3,\)"):
+    with pytest.raises(ValueError, match=r"same length.*\(2,\) and \(3,\)"):
         bounds.softmax_second_derivative(torch.ones(2), torch.ones(3))
     with pytest.raises(ValueError, match="same length"):
         bounds.softmax_second_derivative(torch.ones(2, 2), torch.ones(2, 2))
-    with pytest.raises(ValueError, match="n must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="n must be a positive integer.*0"):
         bounds.row_stochastic_norm_bound(0)
     for bad in (math.nan, math.inf, -1e-9, "1"):
-        with pytest.raises(ValueError, match="x_row_max must be a finite non-negative number"):
+        with pytest.raises(ValueError, match="x_row_max.*non-negative"):
             bounds.attention_lipschitz_WV(2, bad)
-    for call, name in ((lambda: bounds.attention_lipschitz_WQ(-1.0, 1.0, 1.0, 1.0), "x_norm"),
-                       (lambda: bounds.attention_lipschitz_WQ(1.0, -1.0, 1.0, 1.0), "R_K"),
-                       (lambda: bounds.attention_lipschitz_WQ(1.0, 1.0, -1.0, 1.0), "R_V"),
-                       (lambda: bounds.ffn_lipschitz_W1(-1.0, 1.0), "z_norm"),
-                       (lambda: bounds.ffn_lipschitz_W1(1.0, -1.0), "R_2"),
-                       (lambda: bounds.ffn_lipschitz_W1(1.0, 1.0, act_first=-1.0), "act_first"),
-                       (lambda: bounds.ffn_lipschitz_W2(-1.0, 1.0, 4), "z_fro"),
-                       (lambda: bounds.ffn_lipschitz_W2(1.0, -1.0, 4), "R_1"),
-                       (lambda: bounds.ffn_lipschitz_Z(-1.0, 1.0), "R_1"),
-                       (lambda: bounds.ffn_lipschitz_Z(1.0, -1.0), "R_2"),
-                       (lambda: bounds.output_lipschitz_WU(-1.0), "h_norm"),
-                       (lambda: bounds.output_gradient_bound(-1.0, 1.0, 1.0), "H_max"),
-                       (lambda: bounds.output_gradient_bound(1.0, -1.0, 1.0), "G_H"),
-                       (lambda: bounds.output_gradient_bound(1.0, 1.0, -1.0), "R_U"),
-                       (lambda: bounds.output_second_bound(-1.0, 1.0, 1.0), "G_H"),
-                       (lambda: bounds.output_second_bound(1.0, -1.0, 1.0), "K_H"),
-                       (lambda: bounds.output_second_bound(1.0, 1.0, -1.0), "R_U"),
-                       (lambda: bounds.smoothness_constant(-1.0, 1.0, 1.0, 1.0), "G"),
-                       (lambda: bounds.smoothness_constant(1.0, -1.0, 1.0, 1.0), "K"),
-                       (lambda: bounds.smoothness_constant(1.0, 1.0, -1.0, 1.0), "phi0"),
-                       (lambda: bounds.smoothness_constant(1.0, 1.0, 1.0, -1.0), "r"),
-                       (lambda: bounds.jet_tighten(bounds.jet_const(1.0, (2, 2), 1), -1.0, 0.1), "norm0"),
-                       (lambda: bounds.jet_tighten(bounds.jet_const(1.0, (2, 2), 1), 1.0, -0.1), "r")):
-        with pytest.raises(ValueError, match=f"^{name} must be a finite non-negative number"):
+    jet = bounds.jet_const(1.0, (2, 2), 1)
+    for call, name in (
+            (lambda: bounds.attention_lipschitz_WQ(-1.0, 1.0, 1.0, 1.0), "x_norm"),
+            (lambda: bounds.attention_lipschitz_WQ(1.0, -1.0, 1.0, 1.0), "R_K"),
+            (lambda: bounds.attention_lipschitz_WQ(1.0, 1.0, -1.0, 1.0), "R_V"),
+            (lambda: bounds.ffn_lipschitz_W1(-1.0, 1.0), "z_norm"),
+            (lambda: bounds.ffn_lipschitz_W1(1.0, -1.0), "R_2"),
+            (lambda: bounds.ffn_lipschitz_W1(1.0, 1.0, act_first=-1.0), "act_first"),
+            (lambda: bounds.ffn_lipschitz_W2(-1.0, 1.0, 4), "z_fro"),
+            (lambda: bounds.ffn_lipschitz_W2(1.0, -1.0, 4), "R_1"),
+            (lambda: bounds.ffn_lipschitz_Z(-1.0, 1.0), "R_1"),
+            (lambda: bounds.ffn_lipschitz_Z(1.0, -1.0), "R_2"),
+            (lambda: bounds.output_lipschitz_WU(-1.0), "h_norm"),
+            (lambda: bounds.output_lipschitz_H(-1.0), "R_U"),
+            (lambda: bounds.output_gradient_bound(-1.0, 1.0, 1.0), "H_max"),
+            (lambda: bounds.output_gradient_bound(1.0, -1.0, 1.0), "G_H"),
+            (lambda: bounds.output_gradient_bound(1.0, 1.0, -1.0), "R_U"),
+            (lambda: bounds.output_second_bound(-1.0, 1.0, 1.0), "G_H"),
+            (lambda: bounds.output_second_bound(1.0, -1.0, 1.0), "K_H"),
+            (lambda: bounds.output_second_bound(1.0, 1.0, -1.0), "R_U"),
+            (lambda: bounds.smoothness_constant(-1.0, 1.0, 1.0, 1.0), "G"),
+            (lambda: bounds.smoothness_constant(1.0, -1.0, 1.0, 1.0), "K"),
+            (lambda: bounds.smoothness_constant(1.0, 1.0, -1.0, 1.0), "phi0"),
+            (lambda: bounds.smoothness_constant(1.0, 1.0, 1.0, -1.0), "r"),
+            (lambda: bounds.jet_tighten(jet, -1.0, 0.1), "norm0"),
+            (lambda: bounds.jet_tighten(jet, 1.0, -0.1), "r")):
+        with pytest.raises(ValueError, match=f"^{name} .*non-negative"):
             call()
     a, b = bounds.jet_const(1.0, (2, 3), 1), bounds.jet_const(1.0, (2, 3), 1)
-    with pytest.raises(ValueError, match=r"jet_matmul: shapes \(2, 3\) and \(2, 3\) do not chain"):
+    with pytest.raises(ValueError, match=r"\(2, 3\) and \(2, 3\) do not chain"):
         bounds.jet_matmul(a, b)
-    with pytest.raises(ValueError, match=r"jet_add: shapes \(2, 3\) and \(3, 2\) differ"):
+    with pytest.raises(ValueError, match=r"\(2, 3\) and \(3, 2\) differ"):
         bounds.jet_add(a, bounds.jet_transpose(b))
 
 
