@@ -219,7 +219,8 @@ def test_jet_softmax_rule(args, tie):
         S[1] = torch.zeros(a, c, dtype=torch.float64)
         S[1][:, 0], S[1][:, 1] = 1.0, -1.0
     jet = bounds.jet_softmax(_jet_of(*S))
-    path = lambda t: torch.softmax(S[0] + t * S[1] + t**2 / 2 * S[2], -1)  # noqa: E731
+    half = S[2] / 2
+    path = lambda t: torch.softmax(S[0] + t * S[1] + (t * t) * half, -1)  # noqa: E731
     t0 = torch.tensor(0.0, dtype=torch.float64)
     d1, d2 = _path_derivatives(path, t0, torch.ones_like(t0))
     assert spec(path(t0)) <= jet.value * (1 + 1e-12)
@@ -253,11 +254,14 @@ def _two_block_paths(seed, a, b, c, scale, angle):
     w = np.array([abs(math.cos(angle)), abs(math.sin(angle))])
     A, B = [r(a, b) for _ in range(3)], [r(b, c) for _ in range(3)]
 
+    # A(t) = A_0 + t w_0 A_1 + t^2/2 w_0^2 A_2, with the coefficients formed once
+    A1, A2, B1, B2 = w[0] * A[1], w[0] ** 2 / 2 * A[2], w[1] * B[1], w[1] ** 2 / 2 * B[2]
+
     def path_A(t):
-        return A[0] + t * w[0] * A[1] + t**2 / 2 * w[0] ** 2 * A[2]
+        return A[0] + t * A1 + (t * t) * A2
 
     def path_B(t):
-        return B[0] + t * w[1] * B[1] + t**2 / 2 * w[1] ** 2 * B[2]
+        return B[0] + t * B1 + (t * t) * B2
 
     jA = bounds.Jet(spec(A[0]), np.array([A[1].norm().item(), 0.0]), np.diag([A[2].norm().item(), 0.0]), (a, b))
     jB = bounds.Jet(spec(B[0]), np.array([0.0, B[1].norm().item()]), np.diag([0.0, B[2].norm().item()]), (b, c))
@@ -479,15 +483,14 @@ def test_composed_feature_and_smoothness_bounds(seed, L, beta, r):
     vn = math.sqrt(sum((t**2).sum().item() for t in v.values()))
     v = {k: t / vn for k, t in v.items()}
 
-    def H_of(params):
-        return torch.func.functional_call(model, params, (X,), {"return_all": True}).features
+    def H_and_F(params):
+        out = torch.func.functional_call(model, params, (X,), {"return_all": True})
+        return out.features, out.output
 
-    def Phi_of(params):
-        F = torch.func.functional_call(model, params, (X,))
-        return 0.5 * ((F - Y) ** 2).sum()
-
-    d1, d2 = _path_derivatives(H_of, point, v)
+    (d1, dF), (d2, ddF) = _path_derivatives(H_and_F, point, v)
     assert d1.norm() <= G_H * (1 + 1e-10)
     assert d2.norm() <= K_H * (1 + 1e-10) + 1e-12
-    _, h = _path_derivatives(Phi_of, point, v)  # v^T Hess(Phi) v
+    # v^T Hess(Phi) v for Phi = ||F - Y||^2 / 2: ||F'||^2 + <F - Y, F''>
+    F = H_and_F(point)[1]
+    h = (dF**2).sum() + ((F - Y) * ddF).sum()
     assert abs(h.item()) <= cert.C * (1 + 1e-10)

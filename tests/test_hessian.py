@@ -10,7 +10,7 @@ import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import hessian
 
 torch.set_num_threads(1)
-B, ROWS, COLS = 3, 3, 2      # B models, each a ROWS x COLS and a COLS x 1 matrix
+B, ROWS, COLS = 4, 3, 2      # B models, each a ROWS x COLS and a COLS x 1 matrix
 
 
 def batch_problem(seed=0):
@@ -163,3 +163,47 @@ def test_refusals_name_the_argument():
     V = torch.ones(3, 1, requires_grad=True)
     with pytest.raises(ValueError, match="leading model axis"):
         hessian.batched_hvp((W.sum() * V.sum()) ** 2, [W, V])
+
+
+def test_a_zero_operator_leaves_the_start_and_gives_zero():
+    start = torch.tensor([[3.0, 4.0], [0.0, 2.0]], dtype=torch.float64)
+    values, vectors = hessian.power_iteration(torch.zeros_like, start, iterations=3)
+    torch.testing.assert_close(values, torch.zeros(2, dtype=torch.float64))
+    torch.testing.assert_close(vectors, torch.tensor([[0.6, 0.8], [0.0, 1.0]],
+                                                     dtype=torch.float64))
+    values, vectors = hessian.lanczos(torch.zeros_like, start, iterations=2)
+    torch.testing.assert_close(values, torch.zeros(2, dtype=torch.float64))
+    torch.testing.assert_close(vectors.abs(), torch.tensor([[0.6, 0.8], [0.0, 1.0]],
+                                                           dtype=torch.float64))
+
+
+def test_problems_of_very_different_scales_in_one_batch():
+    """Each problem decides alone when its Krylov space closes: a problem 1e12 times
+    larger than another, whose start lies in a two-dimensional eigenspace (in a rotated
+    basis, so that round-off reaches every direction), stops after two steps, and the
+    small one runs to the end."""
+    Q, _ = torch.linalg.qr(torch.randn(4, 4, generator=torch.Generator().manual_seed(2),
+                                       dtype=torch.float64))
+    big = Q @ torch.diag(torch.tensor([-1e12, -3e12, -2e12, -5e12],
+                                      dtype=torch.float64)) @ Q.T
+    small = torch.diag(torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64))
+
+    def op(V):
+        return torch.stack([small @ V[0], big @ V[1]])
+    start = torch.stack([torch.ones(4, dtype=torch.float64), Q[:, 0] + Q[:, 1]])
+    for which, want in (("largest", [4.0, -1e12]), ("smallest", [1.0, -3e12])):
+        values, _ = hessian.lanczos(op, start, iterations=4, which=which)
+        torch.testing.assert_close(values, torch.tensor(want, dtype=torch.float64),
+                                   rtol=1e-8, atol=0)
+
+
+def test_power_iteration_on_one_vector_and_on_a_small_operator():
+    D = torch.tensor([0.01, -0.03, 0.02], dtype=torch.float64)
+    value, vector = hessian.power_iteration(lambda V: V * D,
+                                            torch.ones(3, dtype=torch.float64),
+                                            iterations=200)
+    assert value.dim() == 0 and vector.shape == (3,)
+    assert math.isclose(value.item(), -0.03, rel_tol=1e-9)
+    assert math.isclose(vector.norm().item(), 1.0, rel_tol=1e-12)
+    torch.testing.assert_close(vector.abs(), torch.tensor([0.0, 1.0, 0.0],
+                                                          dtype=torch.float64))

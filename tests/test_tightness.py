@@ -47,6 +47,8 @@ def test_jacobian_and_hessian_norms_of_known_maps():
     assert math.isclose(lam, -4.0, rel_tol=1e-10)
     torch.testing.assert_close(v.abs(),
                                torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+    small, _ = tightness.jacobian_norm(lambda t: 0.1 * A @ t, theta, iterations=3)
+    assert math.isclose(small, 0.1 * sigma, rel_tol=1e-10)              # below 1 too
 
 
 def test_second_derivative_along_a_direction():
@@ -70,6 +72,20 @@ def test_the_search_leaves_a_start_without_curvature_to_the_other_starts():
     best, first = tightness.top_second(f, theta, starts, steps=3)
     assert best[0].item() == first[0].item() == 0.0
     assert math.isclose(best[1].item(), 2.0, rel_tol=1e-12) and first[1] < best[1]
+    unit = starts[1] / starts[1].norm()                         # a start counts as unit
+    assert math.isclose(first[1].item(), 2 * (unit[1] ** 2 + unit[2] ** 2).item(),
+                        rel_tol=1e-12)
+
+
+def test_the_search_follows_curvature_of_either_sign():
+    # f = t_0^2 - 3 t_1^2: D^2 f[v, v] = 2 v_0^2 - 6 v_1^2, largest in size, 6, along
+    # e_1, where the second derivative is negative; the start is near e_0
+    def f(t):
+        return (t[0] ** 2 - 3 * t[1] ** 2).reshape(1)
+    start = torch.tensor([[1.0, 0.1]], dtype=torch.float64)
+    best, first = tightness.top_second(f, torch.zeros(2, dtype=torch.float64), start,
+                                       steps=2)
+    assert first.item() < 2 and math.isclose(best.item(), 6.0, rel_tol=1e-12)
 
 
 def tiny(seed):
@@ -122,5 +138,38 @@ def test_measure_reports_value_bound_and_ratio():
                         rel_tol=1e-8)
     e = torch.linalg.eigvalsh(torch.func.hessian(Phi_of)(theta))
     assert math.isclose(m["C"]["eigenvalue"], e[e.abs().argmax()].item(), rel_tol=1e-8)
-    with pytest.raises(ValueError, match="starts.*positive"):
-        tightness.measure(model, X, Y, bounds, iterations=2, starts=0)
+    _, v = tightness.jacobian_norm(H_of, theta, iterations=12)      # the top direction
+    along = tightness.second_derivative(H_of, theta)(v).norm().item()
+    assert math.isclose(K["along_top_direction"], along, rel_tol=1e-10)
+    small = tightness.measure(model, X, Y, dict(bounds, C=0.5), iterations=2, starts=1)
+    assert small["C"]["ratio"] == small["C"]["true"] / 0.5
+    assert len(small["K_H"]["per_start"]) == 1                 # the top direction alone
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError, match="starts.*positive integer"):
+            tightness.measure(model, X, Y, bounds, iterations=2, starts=bad)
+
+
+def test_the_search_makes_a_move_per_three_lanczos_steps(monkeypatch):
+    model, X, Y = tiny(2)
+    moves = []
+    original = tightness.top_second
+    monkeypatch.setattr(tightness, "top_second",
+                        lambda *a, steps, **kw: moves.append(steps) or original(
+                            *a, steps=steps, **kw))
+    for iterations in (1, 3, 7):
+        tightness.measure(model, X, Y, {"G_H": 1, "K_H": 1, "C": 1},
+                          iterations=iterations, starts=2)
+    assert moves == [math.ceil(i / tightness.SEARCH_LANCZOS_STEPS) for i in (1, 3, 7)]
+    assert tightness.SEARCH_LANCZOS_STEPS == 3
+
+
+def test_a_float32_model_is_measured_in_float32():
+    model = Transformer(3, 1, 2, 1, tau=1.0, seed=0, dtype=torch.float32)
+    X = torch.randn(1, 2, 3, generator=torch.Generator().manual_seed(10))
+    m = tightness.measure(model, X, torch.zeros(1, 2, 1), {"G_H": 1, "K_H": 1, "C": 1},
+                          iterations=6)
+    model64, X64, Y64 = tiny(0)
+    m64 = tightness.measure(model64, X64, Y64, {"G_H": 1, "K_H": 1, "C": 1},
+                            iterations=6)
+    for key in ("G_H", "C"):
+        assert math.isclose(m[key]["true"], m64[key]["true"], rel_tol=1e-4), key

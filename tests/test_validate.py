@@ -9,7 +9,7 @@ from rcutil import validate
 
 
 def test_positive_int_comes_back_as_int_and_refuses_the_rest():
-    assert validate.positive_int("n", 3) == 3
+    assert validate.positive_int("n", 3) == 3 and validate.positive_int("n", 1) == 1
     assert type(validate.positive_int("n", torch.tensor(3).item())) is int
     for bad in (0, -2, True, 2.5, "3", None):
         with pytest.raises(ValueError, match=f"n.*positive integer.*{bad!r}"):
@@ -19,7 +19,7 @@ def test_positive_int_comes_back_as_int_and_refuses_the_rest():
 def test_seed_is_a_non_negative_int():
     assert validate.seed(0) == 0 and validate.seed(7) == 7
     for bad in (-1, True, 1.0, "1"):
-        with pytest.raises(ValueError, match="seed.*non-negative integer"):
+        with pytest.raises(ValueError, match="^seed .*non-negative integer"):
             validate.seed(bad)
     with pytest.raises(ValueError, match="seed_X.*non-negative"):
         validate.seed(-1, name="seed_X")
@@ -51,7 +51,8 @@ def test_as_number_names_the_argument_its_requirement_and_the_value(value, shown
 def test_positive_refuses_what_is_not_a_finite_positive_number(bad):
     with pytest.raises(ValueError, match="tau.*finite positive"):
         validate.positive("tau", bad)
-    assert validate.positive("tau", 2) == 2.0
+    assert validate.positive("tau", 2) == 2.0 and validate.positive("tau", 0.5) == 0.5
+    assert validate.positive("tau", 1e-300) == 1e-300
 
 
 def test_beta_keeps_a_tensor_and_refuses_values_outside_0_1():
@@ -59,8 +60,9 @@ def test_beta_keeps_a_tensor_and_refuses_values_outside_0_1():
     assert validate.beta(b) is b                    # unchanged, gradients and all
     assert validate.beta(0.5) == 0.5 and type(validate.beta(1)) is float
     assert validate.beta(0) == 0.0
-    for bad in (1.5, -0.1, math.nan, torch.tensor(1.5)):
-        with pytest.raises(ValueError, match=r"beta.*\[0, 1\]"):
+    for bad in (1.5, -0.1, math.nan, torch.tensor(1.5), torch.tensor([0.5, 0.5]),
+                torch.tensor(True)):
+        with pytest.raises(ValueError, match=r"^beta .*\[0, 1\]"):
             validate.beta(bad)
     with pytest.raises(ValueError, match=r"beta.*number in \[0, 1\].*'abc'"):
         validate.beta("abc")
@@ -90,9 +92,14 @@ def test_device_names_a_bad_name_and_the_names_to_use(device, words):
 
 
 def test_device_lower_case_hint_only_when_the_case_differs():
-    with pytest.raises(ValueError) as error:
-        validate.device("gpu")
-    assert "lower case" not in str(error.value)
+    messages = {}
+    for name in ("gpu", 3.5, "GPU"):
+        with pytest.raises(ValueError) as error:
+            validate.device(name)
+        messages[name] = str(error.value).replace(repr(name), "NAME")
+    assert messages["gpu"] == messages[3.5]
+    assert "torch device: use" in messages["gpu"]           # nothing between the two
+    assert "lower case: 'gpu'" in messages["GPU"] and messages["GPU"] != messages["gpu"]
 
 
 def test_device_without_cuda_or_mps(monkeypatch):
@@ -129,8 +136,8 @@ def test_inputs_take_one_sample_or_a_batch():
 
 
 @pytest.mark.parametrize("X, kw, words", [
-    ([1.0], dict(name="Y"), "Y must be a torch.Tensor, got list"),
-    (torch.ones(4), {}, r"\(N, n, d\).*\(4,\)"),
+    ([1.0], dict(name="Y"), "^Y must be a torch.Tensor, got list"),
+    (torch.ones(4), {}, r"^X .*\(N, n, d\).*\(4,\)"),
     (torch.ones(3, 4), dict(d=5), r"4 features.*d = 5"),
     (torch.ones(0, 3, 4), {}, "empty"),
     (torch.ones(2, 0, 4), {}, "empty"),
