@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from rcutil import validate
 from rcutil.activations import GELU, TANH
 from rcutil.model import (
     BLOCK_NAMES,
@@ -206,7 +207,14 @@ def test_modules_build_on_their_device_in_their_dtype():
     assert b.W_Q.shape == (4, 2) and b.W_2.shape == (3, 4) and o.W_U.shape == (4, 2)
     assert TransformerBlock(4, 2, 3, device="meta").W_1.device.type == "meta"
     W_U = OutputMap(4, 2, dtype=torch.float32, device="meta").W_U
-    assert W_U.dtype == torch.float32
+    assert W_U.dtype == torch.float32 and W_U.device.type == "meta"
+
+
+def test_the_model_builds_every_parameter_on_its_device(monkeypatch):
+    # "meta" stands for a device other than the CPU (the checks accept only real ones)
+    monkeypatch.setattr(validate, "device", lambda value: torch.device(value))
+    m = Transformer(4, 2, 3, 2, n_layers=2, device="meta")
+    assert {p.device.type for p in m.parameters()} == {"meta"}
 
 
 # --------------------------------------------------------------------------- refusals
