@@ -142,13 +142,17 @@ site: browser-deps
 clean:
 	rm -rf _build
 
-## make mutate: mutation testing of bounds, certificate, spectra and model, each with its own tests
-## (not part of make test): prints the score per module and every survivor (see tests/mutation/SURVIVORS.md)
+## make mutate: an audit (not part of make test), mutation testing of the theory modules
+## of [tool.mutmut.modules], each with its own tests: the score per module and every
+## survivor with its reason from tests/mutation/SURVIVORS.md; fails only on an
+## unexplained survivor
 mutate: install
-	@$(BIN)/python -c "import mutmut" 2>/dev/null || $(BIN)/python -m pip install --quiet "mutmut>=3.8,<4"
+	@$(BIN)/python -c "import mutmut" 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet "mutmut>=3.8,<4"
 	$(BIN)/python scripts/mutate.py
 
-## make weaken: each plausible error of the theory code listed in scripts/weaken.py (a constant
-## halved, a term dropped, an activation let through), applied on a copy: every one must fail the tests
+## make weaken: each plausible error of the theory code listed in scripts/weaken.py (a
+## constant halved, a block composed with another's radii, a cruder measurement, an
+## activation let through), applied by syntax tree on a copy: each must fail the tests
 weaken: install
 	$(BIN)/python scripts/weaken.py
