@@ -4,6 +4,7 @@ kernel against a wheel of the package, without the source tree."""
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -67,9 +68,15 @@ def test_the_myst_pattern_finds_myst():
 def test_a_chapter_runs_in_a_fresh_kernel_against_a_wheel(notebooks, tmp_path):
     import nbclient
 
+    source = tmp_path / "source"          # a copy, so that the build leaves no build/ here
+    shutil.copytree(ROOT / "rcutil", source / "rcutil",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, source / name)
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(wheels), str(ROOT)], check=True)
+                    "-q", "-w", str(wheels), str(source)], check=True)
     (wheel,) = wheels.glob("rcutil-*.whl")
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
