@@ -121,6 +121,20 @@ def _lighter_scripts(app, pagename, templatename, context, doctree) -> None:
             attributes.setdefault("defer", "defer")
 
 
+#: what the theme's template still loads in place of Font Awesome's 1.4 MB script
+FONT_AWESOME_STUB = "/* The icons are drawn by Font Awesome's web fonts: see rcutil.css. */\n"
+
+
+def _no_icon_script(app, exception) -> None:
+    """Replace the Font Awesome script that the theme's template names on every page
+    (not through ``script_files``, so :func:`_lighter_scripts` cannot drop it) by a
+    comment: the icons come from web fonts, and the script cost each page 1.4 MB."""
+    if exception is None and app.builder.format == "html":
+        target = Path(app.outdir) / "_static" / "scripts" / "fontawesome.js"
+        if target.exists():
+            target.write_text(FONT_AWESOME_STUB)
+
+
 _SPACES = re.compile(r"\s+")
 
 
@@ -200,6 +214,7 @@ def setup(app):
     # after every handler that adds scripts (MathJax's runs at the default priority, 500)
     app.connect("html-page-context", _lighter_scripts, priority=900)
     app.connect("html-page-context", _describe_page)
+    app.connect("build-finished", _no_icon_script)
     app.add_css_file("rcutil.css")
     # after sphinx-book-theme's add_launch_buttons (priority 501)
     app.connect("html-page-context", _launch_notebooks, priority=510)

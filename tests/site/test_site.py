@@ -110,6 +110,27 @@ def test_landing_page_redirects_to_the_intro(server, browser):
     assert browser.current_url.endswith(target), browser.current_url
 
 
+#: At most this many bytes of script per page (MathJax's components take about 700 kB).
+SCRIPT_BYTES = 1_200_000
+SCRIPT_SIZES = """
+return performance.getEntriesByType('resource')
+  .filter(r => r.initiatorType === 'script' || r.name.split('?')[0].endsWith('.js'))
+  .map(r => [r.name.split('?')[0].split('/').pop(), r.decodedBodySize]);
+"""
+
+
+def test_a_page_loads_no_heavy_script(server, browser):
+    """The pages load MathJax's components and the theme's scripts, not Font Awesome's
+    1.4 MB of JavaScript nor a complete MathJax build."""
+    browser.get(server + PAGES[0])
+    browser.execute_async_script(WAIT_FOR_MATHJAX)
+    sizes = dict(browser.execute_script(SCRIPT_SIZES))
+    assert sizes, "no script was measured"
+    heavy = {name: size for name, size in sizes.items() if size > 400_000}
+    assert not heavy, f"scripts over 400 kB: {heavy}"
+    assert sum(sizes.values()) <= SCRIPT_BYTES, sizes
+
+
 WAIT_FOR_MATHJAX = """
 const done = arguments[arguments.length - 1];
 const start = Date.now();
