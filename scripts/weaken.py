@@ -264,7 +264,7 @@ CHANGES: dict[str, Change] = {
     "K_H search without moves": Change(
         TIGHT, "measure", "math.ceil(iterations / SEARCH_LANCZOS_STEPS)", new="0",
         tests=MEASUREMENT),
-    # ---- the Lipschitz check: a difference or a constant in a norm the text does not use
+    # ---- the Lipschitz check: a difference or a constant in a norm not the text's
     "a Lipschitz difference measured in the spectral norm": Change(
         LIP, "ratio", "torch.linalg.matrix_norm(f(a1) - f(a0))",
         new="torch.linalg.matrix_norm(f(a1) - f(a0), ord=2)", tests=LIPSCHITZ),
@@ -282,11 +282,13 @@ CHANGES: dict[str, Change] = {
         new="bounds.attention_lipschitz_WK(float(X.norm(dim=1).max()), spec(W['W_Q']), "
             "spec(W['W_V']), tau)", tests=LIPSCHITZ),
     "L_{W_V} built from the spectral norm of X": Change(
-        LIP, "constants", "bounds.attention_lipschitz_WV(n, float(X.norm(dim=1).max()))",
+        LIP, "constants",
+        "bounds.attention_lipschitz_WV(n, float(X.norm(dim=1).max()))",
         new="bounds.attention_lipschitz_WV(n, spec(X))", tests=LIPSCHITZ),
     "L_{W_1} built from the Frobenius norm of Z": Change(
         LIP, "constants", "bounds.ffn_lipschitz_W1(spec(X), spec(W['W_2']))",
-        new="bounds.ffn_lipschitz_W1(float(X.norm()), spec(W['W_2']))", tests=LIPSCHITZ),
+        new="bounds.ffn_lipschitz_W1(float(X.norm()), spec(W['W_2']))",
+        tests=LIPSCHITZ),
     "L_{W_U} built from the Frobenius norm of H": Change(
         LIP, "constants", "bounds.output_lipschitz_WU(spec(X))",
         new="bounds.output_lipschitz_WU(float(X.norm()))", tests=LIPSCHITZ),

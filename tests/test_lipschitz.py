@@ -58,8 +58,8 @@ def _moved(name, inst):
     """f(a + h D) - f(a) and h D, computed here from the model's maps."""
     X, W, h = inst.X, inst.W, inst.h
     D = h * inst.D[name]
-    tanh_ffn = {"W_1": lambda: (torch.tanh(X @ (W["W_1"] + D)) - torch.tanh(X @ W["W_1"]))
-                @ W["W_2"],
+    tanh_ffn = {"W_1": lambda: (torch.tanh(X @ (W["W_1"] + D))
+                                - torch.tanh(X @ W["W_1"])) @ W["W_2"],
                 "W_2": lambda: torch.tanh(X @ W["W_1"]) @ D,
                 "Z": lambda: (torch.tanh((X + D) @ W["W_1"]) - torch.tanh(X @ W["W_1"]))
                 @ W["W_2"],
@@ -84,7 +84,7 @@ def test_the_attaining_instance_attains_the_constant_of_the_text(name, result):
 
 
 @pytest.mark.parametrize("name", ["W_1", "Z", "W_U", "H"])
-def test_the_attaining_instance_tells_the_frobenius_norm_of_a_difference_from_others(name):
+def test_the_attaining_instance_tells_the_frobenius_norm_of_a_difference(name):
     inst = lipschitz.attaining_instances()[name]
     moved, step = _moved(name, inst)
     L = _text_constant(name, inst)

@@ -43,9 +43,9 @@ ATTAINED = 0.97
 
 @dataclass
 class Instance:
-    """One input ``X`` (also the FFN's ``Z`` and the output map's ``H``), the weights
-    ``W`` by name, the temperature, and the direction ``D[name]`` of a step of size ``h``
-    in each argument that is measured."""
+    """One input ``X`` (also the FFN's ``Z`` and the output map's ``H``), the
+    weights ``W`` by name, the temperature, and the direction ``D[name]`` of a step of
+    size ``h`` in each argument that is measured."""
 
     X: torch.Tensor
     W: dict[str, torch.Tensor]
@@ -65,8 +65,10 @@ def constants(inst: Instance) -> dict[str, float]:
         return float(sigma_max(M))
 
     return {
-        "W_Q": bounds.attention_lipschitz_WQ(spec(X), spec(W["W_K"]), spec(W["W_V"]), tau),
-        "W_K": bounds.attention_lipschitz_WK(spec(X), spec(W["W_Q"]), spec(W["W_V"]), tau),
+        "W_Q": bounds.attention_lipschitz_WQ(spec(X), spec(W["W_K"]), spec(W["W_V"]),
+                                             tau),
+        "W_K": bounds.attention_lipschitz_WK(spec(X), spec(W["W_Q"]), spec(W["W_V"]),
+                                             tau),
         "W_V": bounds.attention_lipschitz_WV(n, float(X.norm(dim=1).max())),
         "W_1": bounds.ffn_lipschitz_W1(spec(X), spec(W["W_2"])),
         "W_2": bounds.ffn_lipschitz_W2(float(X.norm()), spec(W["W_1"]), n * d_F),
@@ -132,7 +134,7 @@ def random_instance(g: torch.Generator, i: int) -> Instance:
 
 
 def _orthonormal(rows: int, cols: int, seed: int) -> torch.Tensor:
-    """A ``rows x cols`` matrix with orthonormal columns (or rows, if wider than tall)."""
+    """A ``rows x cols`` matrix with orthonormal columns (rows, if wider than tall)."""
     g = torch.Generator().manual_seed(seed)
     M = torch.randn(max(rows, cols), min(rows, cols), generator=g, dtype=torch.float64)
     Q = torch.linalg.qr(M).Q
@@ -150,7 +152,7 @@ def _instance(X, name, D, *, tau=1.0, h=1e-6, **W) -> Instance:
 
 
 def attaining_instances() -> dict[str, Instance]:
-    """For each constant an instance on which it is attained, to first order in the step.
+    """Per constant, an instance on which it is attained, to first order in the step.
 
     * ``W_Q``, ``W_K``: two tokens, scores zero (the softmax Jacobian at its norm 1/2),
       ``X = [[a, b], [-a, b]]`` with ``a > b`` (its top left singular vector is
@@ -159,7 +161,7 @@ def attaining_instances() -> dict[str, Instance]:
     * ``W_V``: equal rows of ``X``, so that ``P X`` has every row of norm ``rho``;
     * ``W_1``, ``Z``, ``W_U``, ``H``: matrices with orthonormal columns or rows times a
       scale, so that every direction attains; ``ZW_1 = 0`` where the FFN's slope is 1;
-    * ``W_2``: a rank-one ``Z`` of small norm (``tanh(x) ~ x``), ``W_1`` aligned with it.
+    * ``W_2``: a rank-one ``Z`` of small norm (``tanh(x) ~ x``), ``W_1`` aligned.
     """
     f64 = dict(dtype=torch.float64)
     e1 = torch.tensor([[1.0], [0.0]], **f64)
@@ -205,12 +207,13 @@ class Result(results.Result):
 def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result:
     """Ratios measured / constant (always on the CPU, float64: tiny matrices)."""
     if settings["n_instances"] <= 0:
-        raise ValueError(f"n_instances must be positive, got {settings['n_instances']!r}")
+        raise ValueError(f"n_instances must be positive, got "
+                         f"{settings['n_instances']!r}")
     found: dict[str, list[float]] = {name: [] for name in CONSTANTS}
     with torch_threads(1):
         g = torch.Generator().manual_seed(int(settings["seed"]))
-        for i in steps(settings["n_instances"], desc="Lipschitz ratios", unit="instance",
-                       progress=progress):
+        for i in steps(settings["n_instances"], desc="Lipschitz ratios",
+                       unit="instance", progress=progress):
             for name, value in ratios(random_instance(g, i)).items():
                 found[name].append(value)
         attained = {name: ratios(inst)[name]
@@ -220,18 +223,18 @@ def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result
 
 
 def largest(result: Result) -> float:
-    """The largest ratio over every constant and every instance, attaining ones included."""
+    """The largest ratio over every constant and instance, attaining ones included."""
     return max(max(float(c.ratios.max()), c.attained) for c in result.constants)
 
 
 def checks(result: Result) -> list[Check]:
     """The chapter's acceptance checks: no ratio above 1, each constant attained."""
-    rows = [Check("largest ratio over every constant and instance", largest(result), "<=",
-                  1 + ROUND_OFF)]
+    rows = [Check("largest ratio over every constant and instance", largest(result),
+                  "<=", 1 + ROUND_OFF)]
     for c in result.constants:
         name = c.name.replace("_", "_{", 1) + "}" if "_" in c.name else c.name
-        rows.append(Check(f"$L_{{{name}}}$: ratio on its attaining instance", c.attained,
-                          ">=", ATTAINED))
+        rows.append(Check(f"$L_{{{name}}}$: ratio on its attaining instance",
+                          c.attained, ">=", ATTAINED))
     return rows
 
 
