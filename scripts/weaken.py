@@ -43,6 +43,8 @@ COMPOSITION = ("tests/test_certificate.py",)
 MEASUREMENT = ("tests/test_tightness.py", "tests/test_certificate.py")
 #: The tests of the Lipschitz chapter's numeric check.
 LIPSCHITZ = ("tests/test_lipschitz.py",)
+#: The tests of the singular-value chapter's sweep and claim.
+SINGULAR = ("tests/test_singular_values.py",)
 
 
 class DoesNotApply(Exception):
@@ -188,6 +190,7 @@ def _statements(node: ast.AST):
 # ------------------------------------------------------------------------- the entries
 CERT, BOUNDS, TIGHT = "rcutil/certificate.py", "rcutil/bounds.py", "rcutil/tightness.py"
 LIP = "rcutil/experiments/lipschitz.py"
+SV = "rcutil/experiments/singular_values.py"
 #: the statement of feature_jets that composes block l (it holds ``trace[p][l]``)
 BLOCK_STEP = "trace[p][l]"
 
@@ -292,6 +295,16 @@ CHANGES: dict[str, Change] = {
     "L_{W_U} built from the Frobenius norm of H": Change(
         LIP, "constants", "bounds.output_lipschitz_WU(spec(X))",
         new="bounds.output_lipschitz_WU(float(X.norm()))", tests=LIPSCHITZ),
+    # ---- the residual's claim read from the wrong statistic, field or beta
+    "residual claim by the median gain, not the smallest": Change(
+        SV, "claims", "gain.min() > GAIN", new="np.median(gain) > GAIN",
+        tests=SINGULAR),
+    "residual claim's condition numbers read from sigma_min": Change(
+        SV, "kappa_medians", "at_beta(result, regime, 'kappa', b)",
+        new="at_beta(result, regime, 'sigma_min', b)", tests=SINGULAR),
+    "residual gain taken at beta = 0.5": Change(
+        SV, "gains", "at_beta(result, regime, 'sigma_min', 1.0)",
+        new="at_beta(result, regime, 'sigma_min', 0.5)", tests=SINGULAR),
 }
 
 
