@@ -346,7 +346,9 @@ def test_references_are_checked_somewhere():
     patterns = {
         "figure": re.compile(r'class="std std-numref">Fig\. \d+'),
         "equation": re.compile(r'href="[^"]*#equation-[^"]+"'),
-        "theorem": re.compile(r'class="reference internal" href="[^"]*#[^"]+">(Theorem|Lemma|Corollary) \d+</a>'),
+        # a link into a theorem, lemma or corollary box (labels *-thm-*, *-lem-*, ...)
+        "theorem": re.compile(r'class="reference internal" href="[^"]*#([a-z]+-)*'
+                              r'(thm|lem|cor)-[^"]+"'),
     }
     found = {kind for page in PAGES for kind, pat in patterns.items()
              if pat.search((SITE / page).read_text(errors="replace"))}
