@@ -42,8 +42,44 @@ def mathjax_es5_dir() -> Path:
     return path
 
 
+#: The book's stylesheet, which names every icon the pages show by its code point.
+STYLESHEET = Path(__file__).resolve().parents[1] / "_static" / "rcutil.css"
+#: Font Awesome's fonts (in the theme) and the subsets the pages load, in ``_static``.
+ICON_FONTS = {"fa-solid-900.ttf": "icons/fa-solid.woff",
+              "fa-brands-400.ttf": "icons/fa-brands.woff"}
+
+
+def icon_code_points(css: str) -> list[int]:
+    """The code points of the icons that ``rcutil.css`` draws (``content: "\\f104"``)."""
+    return sorted({int(h, 16) for h in re.findall(r'content:\s*"\\([0-9a-f]{4})"', css)})
+
+
+def _icon_fonts(staging: Path) -> None:
+    """Font Awesome's two fonts cut to the icons the pages show: a few kB instead of
+    275 kB that every page would load first."""
+    from fontTools import subset  # a dependency of matplotlib
+    import pydata_sphinx_theme
+
+    fonts = (Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme"
+             / "static" / "vendor" / "fontawesome" / "webfonts")
+    points = icon_code_points(STYLESHEET.read_text())
+    for name, target in ICON_FONTS.items():
+        if not (fonts / name).exists():
+            raise FileNotFoundError(f"Font Awesome's {name} is not in {fonts}: reinstall "
+                                    f"pydata-sphinx-theme")
+        options = subset.Options()
+        options.flavor = "woff"
+        font = subset.load_font(str(fonts / name), options)
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=points)
+        subsetter.subset(font)
+        (staging / target).parent.mkdir(parents=True, exist_ok=True)
+        subset.save_font(font, str(staging / target), options)
+
+
 def _stage(app) -> None:
-    """Copy the MathJax components into a folder the build adds to its static files."""
+    """Copy the MathJax components, and the icon fonts cut to the book's icons, into a
+    folder the build adds to its static files."""
     src = mathjax_es5_dir()
     staging = Path(app.outdir).parent / "mathjax_static"
     dest = staging / "mathjax"
@@ -55,6 +91,7 @@ def _stage(app) -> None:
                 shutil.copytree(src / f, dest / f)
             else:
                 shutil.copy2(src / f, dest / f)
+    _icon_fonts(staging)
     app.config.html_static_path.append(str(staging))
     config = app.config.mathjax3_config = app.config.mathjax3_config or {}
     config.setdefault("loader", {})["load"] = MATHJAX_COMPONENTS
@@ -102,9 +139,12 @@ def _launch_notebooks(app, pagename, templatename, context, doctree) -> None:
             button["url"] = re.sub(r"\.md(?=$|[&#])", ".ipynb", url)
 
 
-#: Scripts whose globals the pages' inline scripts use at once: loaded in order, not deferred.
-IN_ORDER = ("documentation_options.js", "doctools.js", "sphinx_highlight.js", "language_data.js",
-            "searchtools.js", "searchindex.js")
+#: The script whose global the pages' inline scripts use at once: loaded, not deferred.
+IN_ORDER = ("documentation_options.js",)
+#: Scripts of the theme's template (not in ``script_files``) that only search needs; the
+#: build defers them (deferred scripts still run in the order of the page).
+SEARCH_SCRIPTS = re.compile(
+    r'<script src="([^"]*(?:searchtools|language_data|searchindex)\.js)"></script>')
 
 
 def _lighter_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -125,14 +165,22 @@ def _lighter_scripts(app, pagename, templatename, context, doctree) -> None:
 FONT_AWESOME_STUB = "/* The icons are drawn by Font Awesome's web fonts: see rcutil.css. */\n"
 
 
-def _no_icon_script(app, exception) -> None:
-    """Replace the Font Awesome script that the theme's template names on every page
-    (not through ``script_files``, so :func:`_lighter_scripts` cannot drop it) by a
-    comment: the icons come from web fonts, and the script cost each page 1.4 MB."""
-    if exception is None and app.builder.format == "html":
-        target = Path(app.outdir) / "_static" / "scripts" / "fontawesome.js"
-        if target.exists():
-            target.write_text(FONT_AWESOME_STUB)
+def _lighter_template(app, exception) -> None:
+    """What the theme's template writes on every page, outside ``script_files`` (so
+    :func:`_lighter_scripts` cannot reach it): the Font Awesome script becomes a comment
+    (the icons come from web fonts; the script cost each page 1.4 MB), and the search
+    scripts are deferred, so that the page renders before they load."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    target = out / "_static" / "scripts" / "fontawesome.js"
+    if target.exists():
+        target.write_text(FONT_AWESOME_STUB)
+    for page in out.rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        lighter = SEARCH_SCRIPTS.sub(r'<script defer src="\1"></script>', html)
+        if lighter != html:
+            page.write_text(lighter, encoding="utf-8")
 
 
 _SPACES = re.compile(r"\s+")
@@ -214,7 +262,7 @@ def setup(app):
     # after every handler that adds scripts (MathJax's runs at the default priority, 500)
     app.connect("html-page-context", _lighter_scripts, priority=900)
     app.connect("html-page-context", _describe_page)
-    app.connect("build-finished", _no_icon_script)
+    app.connect("build-finished", _lighter_template)
     app.add_css_file("rcutil.css")
     # after sphinx-book-theme's add_launch_buttons (priority 501)
     app.connect("html-page-context", _launch_notebooks, priority=510)

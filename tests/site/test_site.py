@@ -131,6 +131,27 @@ def test_a_page_loads_no_heavy_script(server, browser):
     assert sum(sizes.values()) <= SCRIPT_BYTES, sizes
 
 
+FIND_RESULTS = """
+const done = arguments[arguments.length - 1];
+const start = Date.now();
+(function poll() {
+  const hits = document.querySelectorAll('ul.search li');
+  if (hits.length) done(hits.length);
+  else if (Date.now() - start > 20000) done(0);
+  else setTimeout(poll, 100);
+})();
+"""
+
+
+def test_search_finds_a_word_of_the_book(server, browser):
+    """The search page loads its index (its scripts are deferred) and lists pages."""
+    browser.get_log("browser")
+    browser.get(server + "search.html?q=residual")
+    assert browser.execute_async_script(FIND_RESULTS) > 0, "search found nothing"
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+
+
 WAIT_FOR_MATHJAX = """
 const done = arguments[arguments.length - 1];
 const start = Date.now();
