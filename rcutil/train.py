@@ -156,7 +156,7 @@ def _steps_count(steps) -> int:
 
 
 def batched_gradient_descent(stack, X: torch.Tensor, Y: torch.Tensor, *, mu, steps: int,
-                             observe: Callable[[torch.Tensor], Mapping] | None = None,
+                             observe: Callable[[torch.Tensor, object], Mapping] | None = None,
                              observe_every: int | None = None, progress: bool = False,
                              desc: str = "GD", setting: str = "mu") -> BatchedHistory:
     """Full-batch GD (eq. ``gd``) of the B one-layer models of ``stack`` (a
@@ -164,9 +164,10 @@ def batched_gradient_descent(stack, X: torch.Tensor, Y: torch.Tensor, *, mu, ste
     step ``mu[b]`` (``mu``: one number, or B). On the CPU a step is the closed-form
     :func:`rcutil.model.loss_and_gradient`, elsewhere its autograd twin.
 
-    ``observe(Z)``, if given, is called with ``Z_t`` (B, N n, d) every ``observe_every``
-    iterates and at the last, and returns name -> array (one value per model). The steps run
-    in segments between those iterates, so that the estimate times the observations. A loss
+    ``observe(Z, stack)``, if given, is called with ``Z_t`` (B, N n, d) and the stack at
+    ``theta_t`` every ``observe_every`` iterates and at the last, and returns name -> array
+    (one value per model). The steps run in segments between those iterates, so that the
+    estimate times the observations. A loss
     that stops being finite raises :class:`TrainingDiverged` naming the models and telling to
     lower ``setting``.
     """
@@ -194,13 +195,13 @@ def batched_gradient_descent(stack, X: torch.Tensor, Y: torch.Tensor, *, mu, ste
             hist["loss"][:, t] = loss.cpu().numpy()
             hist["sigma_min"][:, t] = sv[:, -1].cpu().numpy()
             hist["sigma_max"][:, t] = sv[:, 0].cpu().numpy()
-            if t == segment[0]:
-                Z_first = Z
+            if t == segment[0]:         # observed after the loop, where the estimate sees it
+                first = (Z, s._replace(W={k: v.clone() for k, v in s.W.items()}))
             if t < steps:
                 for k, W in s.W.items():
                     W -= mu.view(B, 1, 1) * grad[k]
         if observe is not None:
-            for name, value in observe(Z_first).items():
+            for name, value in observe(*first).items():
                 observed.setdefault(name, []).append(np.asarray(value, dtype=float))
     return BatchedHistory(mu.cpu().numpy(), hist["loss"], hist["sigma_min"], hist["sigma_max"],
                           starts, {k: np.stack(v, axis=-1) for k, v in observed.items()}, s)

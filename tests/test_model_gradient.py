@@ -114,8 +114,8 @@ def test_observe_is_called_every_k_iterates_and_at_the_last():
     _, s, X, Y = problem()
     seen = []
 
-    def observe(Z):
-        seen.append(Z.clone())
+    def observe(Z, s):
+        seen.append((Z.clone(), s.W["W_1"].clone()))
         return {"norm": torch.linalg.matrix_norm(Z)}
 
     hist = batched_gradient_descent(s, X, Y, mu=1e-3, steps=7, observe=observe,
@@ -123,7 +123,8 @@ def test_observe_is_called_every_k_iterates_and_at_the_last():
     assert hist.observed_at == [0, 3, 6, 7]
     assert hist.observed["norm"].shape == (len(s.beta), 4)
     again = batched_gradient_descent(s, X, Y, mu=1e-3, steps=3)
-    torch.testing.assert_close(seen[1], loss_and_gradient(again.final, X, Y).Z)
+    torch.testing.assert_close(seen[1][0], loss_and_gradient(again.final, X, Y).Z)
+    torch.testing.assert_close(seen[1][1], again.final.W["W_1"])     # the weights of t = 3
 
 
 def test_divergence_names_the_models_and_the_setting_to_lower():
