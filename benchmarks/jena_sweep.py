@@ -1,25 +1,27 @@
 """Time the Jena sweep's step: all (beta, seed) models as one stack, trained by
-``rcutil.train.batched_gradient_descent`` (the closed-form gradient of ``rcutil.model``),
-against a Python loop of ``rcutil.train.gradient_descent`` (autograd) over the same models,
-and the batched step's share of the float64 matrix-multiply peak in the same process.
+``rcutil.train.batched_gradient_descent`` (the closed-form gradient of
+``rcutil.model``), against a Python loop of ``rcutil.train.gradient_descent`` (autograd)
+over the same models, and the batched step's share of the float64 matrix-multiply peak
+in the same process.
 
     python benchmarks/jena_sweep.py --profile book
     python benchmarks/jena_sweep.py --profile book --windows 256 --seeds 3
 
-Inputs are standard-normal tensors of the profile's shape (N, n, d) = (n_windows, n, 14): the
-time of a step does not depend on the values, and the data file is not needed. ``--windows``
-and ``--seeds`` change the profile's N and number of seeds, so that the step can be timed
-at the sizes of another version of the profile. Both variants record what the experiment
-records at every step (loss, and the singular values of the stacked attention output Z),
-run with the profile's torch thread setting, are warmed up first and are timed over the same
-number of steps; the best of ``--repeats`` timings is kept, as CPU time of the process
-(which other processes on a shared machine inflate less than wall time).
+Inputs are standard-normal tensors of the profile's shape (N, n, d) = (n_windows, n,
+14): the time of a step does not depend on the values, and the data file is not needed.
+``--windows`` and ``--seeds`` change the profile's N and number of seeds, so that the
+step can be timed at the sizes of another version of the profile. Both variants record
+what the experiment records at every step (loss, and the singular values of the stacked
+attention output Z), run with the profile's torch thread setting, are warmed up first
+and are timed over the same number of steps; the best of ``--repeats`` timings is kept,
+as CPU time of the process (which other processes on a shared machine inflate less than
+wall time).
 
-The share of peak counts the model's matrix-product FLOPs of one step (forward, and backward
-to the weights, for every model: :func:`model_flops`), not the FLOPs the batched code
-happens to execute. The peak is the best float64 ``torch.mm`` rate of square matrices of
-``--peak-size`` on the same threads. The script also times one Lanczos step of the
-sharpness estimate.
+The share of peak counts the model's matrix-product FLOPs of one step (forward, and
+backward to the weights, for every model: :func:`model_flops`), not the FLOPs the
+batched code happens to execute. The peak is the best float64 ``torch.mm`` rate of
+square matrices of ``--peak-size`` on the same threads. The script also times one
+Lanczos step of the sharpness estimate.
 """
 from __future__ import annotations
 
@@ -36,11 +38,11 @@ from rcutil.train import batched_gradient_descent, gradient_descent
 
 
 def model_flops(settings: dict, d: int = 14, d_out: int = 1) -> int:
-    """Matrix-product FLOPs of one GD step of all models, counted on the model's equations
-    (``2 m k n`` per product): the forward pass ``Q = X W_Q``, ``K = X W_K``, ``Q K^T``,
-    ``V = X W_V``, ``A V``, ``Z W_1``, ``G W_2``, ``H W_U``, and for each of them the
-    products of the backward pass that lead to the weights (two where both factors depend on
-    them, one where a factor is the data ``X``)."""
+    """Matrix-product FLOPs of one GD step of all models, counted on the model's
+    equations (``2 m k n`` per product): the forward pass ``Q = X W_Q``, ``K = X W_K``,
+    ``Q K^T``, ``V = X W_V``, ``A V``, ``Z W_1``, ``G W_2``, ``H W_U``, and for each of
+    them the products of the backward pass that lead to the weights (two where both
+    factors depend on them, one where a factor is the data ``X``)."""
     n, k, f, o = settings["n"], settings["d_qk"], settings["d_F"], d_out
     forward = 2 * (2 * n * d * k + n * n * k + n * d * d + n * n * d + 2 * n * d * f
                    + n * d * o)
@@ -51,7 +53,8 @@ def model_flops(settings: dict, d: int = 14, d_out: int = 1) -> int:
 
 
 def cpu_seconds(fn, repeats: int) -> float:
-    """Best CPU time of the process over ``repeats`` calls of ``fn`` (after one warm-up)."""
+    """Best CPU time of the process over ``repeats`` calls of ``fn`` (after one
+    warm-up)."""
     fn()
     best = float("inf")
     for _ in range(repeats):

@@ -235,17 +235,17 @@ class Transformer(nn.Module):
 
 
 # --------------------------------------------------------------------------- closed-form gradient
-#: The weights of the one-layer model, in the paper's order, as the closed-form gradient names
-#: them (:class:`Transformer` calls them ``blocks.0.W_Q`` ... ``output.W_U``).
+#: The weights of the one-layer model, in the paper's order, as the closed-form gradient
+#: names them (:class:`Transformer` calls them ``blocks.0.W_Q`` ... ``output.W_U``).
 WEIGHTS = (*BLOCK_NAMES, "W_U")
-#: Working set of one chunk of samples in :func:`loss_and_gradient`: a chunk's intermediates,
-#: for all models, stay in cache.
+#: Working set of one chunk of samples in :func:`loss_and_gradient`: a chunk's
+#: intermediates, for all models, stay in cache.
 CHUNK_BYTES = 6 << 20
 
 
 class Stack(NamedTuple):
-    """B one-layer models side by side: each weight with a leading model axis, one ``beta``
-    per model, and what the models share (temperature, activation)."""
+    """B one-layer models side by side: each weight with a leading model axis, one
+    ``beta`` per model, and what the models share (temperature, activation)."""
 
     W: dict[str, torch.Tensor]      #: name of :data:`WEIGHTS` -> (B, ., .)
     beta: torch.Tensor              #: (B,)
@@ -258,8 +258,8 @@ class Stack(NamedTuple):
 
 
 def stack(models) -> Stack:
-    """The one-layer :class:`Transformer` ``models``, stacked (weights detached and copied).
-    They must agree in sizes, ``tau``, activation, dtype and device."""
+    """The one-layer :class:`Transformer` ``models``, stacked (weights detached and
+    copied). They must agree in sizes, ``tau``, activation, dtype and device."""
     models = list(models)
     if not models:
         raise ValueError("no models to stack: pass at least one Transformer")
@@ -283,9 +283,9 @@ def stack(models) -> Stack:
 
 def batched_loss(s: Stack, X: torch.Tensor, Y: torch.Tensor):
     """``Phi`` (eq. ``model-loss``) of every model of the stack, shape (B,), and its
-    attention-layer outputs ``Z`` (B, N, n, d): :func:`block` with a leading model axis on
-    every weight, broadcast over the shared samples ``X`` (N, n, d). Differentiable: the
-    reference of :func:`loss_and_gradient`, and the gradient off the CPU."""
+    attention-layer outputs ``Z`` (B, N, n, d): :func:`block` with a leading model axis
+    on every weight, broadcast over the shared samples ``X`` (N, n, d). Differentiable:
+    the reference of :func:`loss_and_gradient`, and the gradient off the CPU."""
     H, Z = block(X, *(s.W[k][:, None] for k in BLOCK_NAMES), beta=s.beta.view(-1, 1, 1, 1),
                  tau=s.tau, activation=s.activation)
     return 0.5 * ((H @ s.W["W_U"][:, None] - Y) ** 2).sum(dim=(1, 2, 3)), Z
@@ -300,7 +300,8 @@ class LossGradient(NamedTuple):
 
 
 def autograd_loss_and_gradient(s: Stack, X: torch.Tensor, Y: torch.Tensor) -> LossGradient:
-    """:func:`batched_loss` and its gradient by automatic differentiation (any device)."""
+    """:func:`batched_loss` and its gradient by automatic differentiation (any device).
+    """
     W = {k: v.detach().requires_grad_() for k, v in s.W.items()}
     loss, Z = batched_loss(s._replace(W=W), X, Y)
     grads = torch.autograd.grad(loss.sum(), list(W.values()))
@@ -316,13 +317,13 @@ def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def loss_and_gradient(s: Stack, X: torch.Tensor, Y: torch.Tensor, *,
                       chunk_bytes: int = CHUNK_BYTES) -> LossGradient:
-    """``Phi`` (eq. ``model-loss``) of every model of the stack and its gradient in closed
-    form (eqs. ``model-forward`` and ``model-grad``), on the CPU, for the samples ``X``
-    (N, n, d) and targets ``Y`` (N, n, d_out) that the models share.
+    """``Phi`` (eq. ``model-loss``) of every model of the stack and its gradient in
+    closed form (eqs. ``model-forward`` and ``model-grad``), on the CPU, for the samples
+    ``X`` (N, n, d) and targets ``Y`` (N, n, d_out) that the models share.
 
-    The samples go in chunks of about ``chunk_bytes`` of intermediates (sums over samples
-    only change order). Any ``beta`` in [0, 1], any activation with a ``derivative``, any
-    ``d_out``; one layer (see :func:`stack`).
+    The samples go in chunks of about ``chunk_bytes`` of intermediates (sums over
+    samples only change order). Any ``beta`` in [0, 1], any activation with a
+    ``derivative``, any ``d_out``; one layer (see :func:`stack`).
     """
     act = s.activation
     if act.derivative is None:
@@ -351,7 +352,8 @@ def loss_and_gradient(s: Stack, X: torch.Tensor, Y: torch.Tensor, *,
         X2 = Xc.reshape(Nc * n, d)
         # forward, eq. (model-forward). Attention is kept transposed and side by side,
         # (Nc, n, n B) with entry (j, i B + b) for key j, query i, model b, so that a
-        # product with X_p is one product for all models; token-wise values are (B, Nc n, .)
+        # product with X_p is one product for all models; token-wise values are (B, Nc
+        # n, .)
         S_T = _mm(Xc, _mm(X2, M).view(Nc, n * B, d).mT)           # S_p^T = X_p M^T X_p^T
         P_T = torch.softmax(S_T, dim=1)                            # P_p^T: rows of P_p sum to 1
         PX = _mm(P_T.mT, Xc)                                       # P_p X_p, (Nc, n B, d)

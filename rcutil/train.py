@@ -117,11 +117,12 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
 # --------------------------------------------------------------------------- many models at once
 @dataclass
 class BatchedHistory:
-    """What :func:`batched_gradient_descent` records for B models, one column per iterate
-    ``t = 0 .. steps``: ``loss``, ``sigma_min`` and ``sigma_max`` of each model's stacked
-    ``(N n) x d`` attention-layer output ``Z_t``, (B, steps + 1) arrays; ``observed_at``, the
-    iterates where ``observe`` was called, and ``observed``, name -> array with one column per
-    such iterate; ``final``, the stack at the last iterate."""
+    """What :func:`batched_gradient_descent` records for B models, one column per
+    iterate ``t = 0 .. steps``: ``loss``, ``sigma_min`` and ``sigma_max`` of each
+    model's stacked ``(N n) x d`` attention-layer output ``Z_t``, (B, steps + 1) arrays;
+    ``observed_at``, the iterates where ``observe`` was called, and ``observed``, name
+    -> array with one column per such iterate; ``final``, the stack at the last iterate.
+    """
 
     step_size: np.ndarray
     loss: np.ndarray
@@ -140,7 +141,8 @@ def _batched_step(X: torch.Tensor):
 
 
 def _check_finite(loss: torch.Tensor, t: int, stack, step: str, setting: str) -> None:
-    """:class:`TrainingDiverged` naming the models whose loss is not finite at step ``t``."""
+    """:class:`TrainingDiverged` naming the models whose loss is not finite at step
+    ``t``."""
     if not torch.isfinite(loss).all():
         bad = torch.nonzero(~torch.isfinite(loss)).flatten().tolist()
         raise TrainingDiverged(
@@ -160,16 +162,15 @@ def batched_gradient_descent(stack, X: torch.Tensor, Y: torch.Tensor, *, mu, ste
                              observe_every: int | None = None, progress: bool = False,
                              desc: str = "GD", setting: str = "mu") -> BatchedHistory:
     """Full-batch GD (eq. ``gd``) of the B one-layer models of ``stack`` (a
-    :class:`rcutil.model.Stack`) on the samples they share, model ``b`` at its own constant
-    step ``mu[b]`` (``mu``: one number, or B). On the CPU a step is the closed-form
-    :func:`rcutil.model.loss_and_gradient`, elsewhere its autograd twin.
+    :class:`rcutil.model.Stack`) on the samples they share, model ``b`` at its own
+    constant step ``mu[b]`` (``mu``: one number, or B). On the CPU a step is the
+    closed-form :func:`rcutil.model.loss_and_gradient`, elsewhere its autograd twin.
 
     ``observe(Z, stack)``, if given, is called with ``Z_t`` (B, N n, d) and the stack at
-    ``theta_t`` every ``observe_every`` iterates and at the last, and returns name -> array
-    (one value per model). The steps run in segments between those iterates, so that the
-    estimate times the observations. A loss
-    that stops being finite raises :class:`TrainingDiverged` naming the models and telling to
-    lower ``setting``.
+    ``theta_t`` every ``observe_every`` iterates and at the last, and returns name ->
+    array (one value per model). The steps run in segments between those iterates, so
+    that the estimate times the observations. A loss that stops being finite raises
+    :class:`TrainingDiverged` naming the models and telling to lower ``setting``.
     """
     B, steps = len(stack.beta), _steps_count(steps)
     mu = torch.as_tensor(mu, dtype=stack.beta.dtype, device=stack.beta.device)
@@ -209,9 +210,10 @@ def batched_gradient_descent(stack, X: torch.Tensor, Y: torch.Tensor, *, mu, ste
 
 def batched_adam(stack, X: torch.Tensor, Y: torch.Tensor, *, lr: float, steps: int,
                  progress: bool = False, desc: str = "Adam") -> np.ndarray:
-    """Full-batch Adam (:class:`torch.optim.Adam`, its defaults, the rate ``lr`` falling to 0
-    on a cosine) of the B one-layer models of ``stack``: Adam acts entry by entry, so on the
-    stacked weights it is B independent runs. Returns the loss, (B, steps + 1)."""
+    """Full-batch Adam (:class:`torch.optim.Adam`, its defaults, the rate ``lr`` falling
+    to 0 on a cosine) of the B one-layer models of ``stack``: Adam acts entry by entry,
+    so on the stacked weights it is B independent runs. Returns the loss, (B, steps +
+    1)."""
     lr, steps = validate.positive("lr (the learning rate)", lr), _steps_count(steps)
     W = {k: v.detach().clone() for k, v in stack.W.items()}
     s, step = stack._replace(W=W), _batched_step(X)

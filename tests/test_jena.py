@@ -1,7 +1,8 @@
-"""The Jena sweep: every model of the sweep is gradient descent of rcutil.Transformer, the
-sharpness is the top of the Hessian's spectrum, the readings and the floor factor are what
-they say, the result is typed and reproducible, and each claim's status follows from the
-numbers (recomputed here independently, then flipped by editing the evidence)."""
+"""The Jena sweep: every model of the sweep is gradient descent of rcutil.Transformer,
+the sharpness is the top of the Hessian's spectrum, the readings and the floor factor
+are what they say, the result is typed and reproducible, and each claim's status follows
+from the numbers (recomputed here independently, then flipped by editing the evidence).
+"""
 import copy
 import itertools
 import json
@@ -40,7 +41,8 @@ def short_ci(**changes):
 
 @pytest.fixture(scope="module")
 def stored():
-    """A short ci run, stored as JSON and read back, as the chapter and the report see it."""
+    """A short ci run, stored as JSON and read back, as the chapter and the report see
+    it."""
     excerpt()
     with jena.torch_threads(1):
         result = jena.run(short_ci(), progress=False)
@@ -140,7 +142,8 @@ def test_readings_are_the_spectra_they_name():
     np.testing.assert_allclose(got["float64/stacked/Frobenius"], torch.linalg.matrix_norm(Z),
                                rtol=1e-12)
     np.testing.assert_allclose(got["float32/stacked/spectral"], whole[:, 0], rtol=1e-6)
-    # the rank-one sample sits at each precision's floor, the full-rank model far above it
+    # the rank-one sample sits at each precision's floor, the full-rank model far above
+    # it
     for precision in jena.PRECISIONS:
         units = (got[f"{precision}/per-sample/sigma_min"]
                  / (jena.eps(precision) * got[f"{precision}/per-sample/spectral"]))
@@ -194,7 +197,8 @@ def test_acceptance_holds_on_a_short_run_and_fails_on_a_broken_one(stored):
 
 # --------------------------------------------------------------------------- the claims
 def exact_p(a, b):
-    """One-sided exact permutation p of mean(a) - mean(b) being this large, by enumeration."""
+    """One-sided exact permutation p of mean(a) - mean(b) being this large, by
+    enumeration."""
     pooled, n = np.r_[a, b], len(a)
     observed = np.mean(a) - np.mean(b)
     diffs = []
@@ -206,7 +210,8 @@ def exact_p(a, b):
 
 
 def outcome(larger, smaller):
-    """'holds' when ``larger`` is above ``smaller`` at the 0.05 level, 'fails' when below."""
+    """'holds' when ``larger`` is above ``smaller`` at the 0.05 level, 'fails' when
+    below."""
     if exact_p(larger, smaller) <= 0.05:
         return "holds"
     return "fails" if exact_p(smaller, larger) <= 0.05 else "unresolved"
@@ -277,7 +282,8 @@ def status(result, key):
 
 
 def set_gaps(result, values, rule="common", times=None):
-    """Edit the losses so that ``gap(beta)`` is ``values[beta]`` (per seed) at ``times``."""
+    """Edit the losses so that ``gap(beta)`` is ``values[beta]`` (per seed) at
+    ``times``."""
     T = result.settings["steps"]
     for p in result.points:
         run = results.pick(result.runs, beta=p.beta, rule=rule)
@@ -409,8 +415,9 @@ def test_rows_out_of_order_or_repeated_are_cleaned_and_counted_in_the_result(tmp
 
 @pytest.mark.slow
 def test_book_settings_run_end_to_end_on_a_longer_file(tmp_path):
-    """The book's data and model settings (sampling, n, windows) on a file of 3,000 rows made
-    from the excerpt's values with new timestamps, with a wind-speed sentinel; two steps."""
+    """The book's data and model settings (sampling, n, windows) on a file of 3,000 rows
+    made from the excerpt's values with new timestamps, with a wind-speed sentinel; two
+    steps."""
     table = rcutil.jena_data.read_csv(excerpt())
     rows = 3000
     values = np.tile(table.values, (rows // len(table.values) + 1, 1))[:rows]

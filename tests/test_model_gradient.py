@@ -1,6 +1,6 @@
-"""The closed-form loss and gradient of a stack of one-layer models (eqs. model-forward and
-model-grad) against automatic differentiation of rcutil.model.block, and batched gradient
-descent and Adam against one model at a time."""
+"""The closed-form loss and gradient of a stack of one-layer models (eqs. model-forward
+and model-grad) against automatic differentiation of rcutil.model.block, and batched
+gradient descent and Adam against one model at a time."""
 import numpy as np
 import pytest
 import torch
@@ -23,7 +23,8 @@ def problem(d_out=1, activation="tanh", betas=BETAS, seeds=(0, 1), N=5, n=4, d=6
 
 
 def reference(model, X, Y):
-    """Loss, gradient by name of WEIGHTS and Z of one model, by autograd of the model."""
+    """Loss, gradient by name of WEIGHTS and Z of one model, by autograd of the model.
+    """
     out = model(X, return_all=True)
     loss = 0.5 * ((out.output - Y) ** 2).sum()
     names = {"output.W_U": "W_U", **{f"blocks.0.{w}": w for w in

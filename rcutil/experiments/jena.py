@@ -1,17 +1,20 @@
-"""Experiment 1 of the paper rerun: Jena Climate, one layer, residual strength beta in [0, 1].
+"""Experiment 1 of the paper rerun: Jena Climate, one layer, residual strength beta in
+[0, 1].
 
 Chapter :ref:`jena` (``python -m rcutil jena``). Every (beta, seed) model is trained by
-full-batch GD (eq. ``model-gd``) under two step rules, all models as one batched computation
-(:func:`rcutil.train.batched_gradient_descent`, the closed-form gradient of
-:mod:`rcutil.model`): one common step ``mu_factor / max lambda_max`` and each model at its own
-``mu_factor / lambda_max``, where ``lambda_max`` is the largest Hessian eigenvalue at
-initialisation (:func:`sharpness`). Full-batch Adam from the same initialisation, run long,
-estimates each model's floor ``Phi*``; "faster" is the loss above that floor.
+full-batch GD (eq. ``model-gd``) under two step rules, all models as one batched
+computation (:func:`rcutil.train.batched_gradient_descent`, the closed-form gradient of
+:mod:`rcutil.model`): one common step ``mu_factor / max lambda_max`` and each model at
+its own ``mu_factor / lambda_max``, where ``lambda_max`` is the largest Hessian
+eigenvalue at initialisation (:func:`sharpness`). Full-batch Adam from the same
+initialisation, run long, estimates each model's floor ``Phi*``; "faster" is the loss
+above that floor.
 
-Recorded for the common step: ``sigma_min(Z_t)`` and ``||Z_t||_2`` of the stacked attention
-output at every iterate, the ratio ``min_t sigma_min^2(Z_t) / max_t ||Z_t||`` (eq.
-``jena-ratio``) and, every ``spectra_every`` iterates, its eight readings (:data:`READINGS`).
-The float32 floor factor ``c`` is measured on rank-deficient matrices of the same shapes.
+Recorded for the common step: ``sigma_min(Z_t)`` and ``||Z_t||_2`` of the stacked
+attention output at every iterate, the ratio ``min_t sigma_min^2(Z_t) / max_t ||Z_t||``
+(eq. ``jena-ratio``) and, every ``spectra_every`` iterates, its eight readings
+(:data:`READINGS`). The float32 floor factor ``c`` is measured on rank-deficient
+matrices of the same shapes.
 """
 from __future__ import annotations
 
@@ -30,19 +33,20 @@ from ..threads import torch_threads
 from ..train import batched_adam, batched_gradient_descent
 from ..validate import device as check_device
 
-#: The one number of the experiment the paper makes public: min_t sigma_min^2(Z_t) / max_t
-#: ||Z_t|| at beta = 0 (its norm and precision are not stated).
+#: The one number of the experiment the paper makes public: min_t sigma_min^2(Z_t) /
+#: max_t ||Z_t|| at beta = 0 (its norm and precision are not stated).
 PAPER_RATIO_BETA0 = 7.74e-14
 
 _BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 _ARCH = {"d_qk": 8, "d_F": 32, "tau": None, "activation": "tanh", "mu_factor": 1.0}
-#: Sizes per profile; the paper's are not public. Data: every ``sampling``-th 10-minute row,
-#: the first ``train_fraction`` of the rows for training, ``n_windows`` windows of ``n``
-#: steps in and the temperature of the next ``n`` steps out. ``steps``: the horizon T of both
-#: step rules; ``adam_steps`` and ``adam_lr``: the floor run. Readings of the ratio every
-#: ``spectra_every`` iterates. ``deficiencies`` and ``draws``: the rank deficiencies k and
-#: the matrices per layout of the floor factor. ``threads``: one torch thread ran these small
-#: matrices fastest on two shared cores (``None``: torch's own setting).
+#: Sizes per profile; the paper's are not public. Data: every ``sampling``-th 10-minute
+#: row, the first ``train_fraction`` of the rows for training, ``n_windows`` windows of
+#: ``n`` steps in and the temperature of the next ``n`` steps out. ``steps``: the
+#: horizon T of both step rules; ``adam_steps`` and ``adam_lr``: the floor run. Readings
+#: of the ratio every ``spectra_every`` iterates. ``deficiencies`` and ``draws``: the
+#: rank deficiencies k and the matrices per layout of the floor factor. ``threads``: one
+#: torch thread ran these small matrices fastest on two shared cores (``None``: torch's
+#: own setting).
 SETTINGS = {
     "ci": {"file": jena_data.FIXTURE_FILE, "sampling": 1, "train_fraction": 0.7, "n": 8,
            "n_windows": 16, **_ARCH, "lanczos_steps": 16, "steps": 400,
@@ -64,8 +68,8 @@ SETTINGS = {
 RULES = ("common", "own")
 #: The rule that decides the claims: the paper sweeps beta at one constant step.
 PAPER_RULE = "common"
-#: The eight readings of ``min_t sigma_min^2(Z_t) / max_t ||Z_t||``: the precision of the
-#: singular values, per sample (``min_{t,p} sigma_min^2(Z_t(X_p)) / max_{t,p}
+#: The eight readings of ``min_t sigma_min^2(Z_t) / max_t ||Z_t||``: the precision of
+#: the singular values, per sample (``min_{t,p} sigma_min^2(Z_t(X_p)) / max_{t,p}
 #: ||Z_t(X_p)||``) or of the stacked (N n) x d matrix, and the norm.
 PRECISIONS = ("float32", "float64")
 LAYOUTS = ("per-sample", "stacked")
@@ -74,7 +78,8 @@ READINGS = tuple(f"{p}/{lay}/{nm}" for p in PRECISIONS for lay in LAYOUTS for nm
 #: A smallest singular value of at most this many ``eps ||Z||_2`` is at its precision's
 #: floor (eq. ``jena-floor``): every rank-deficient matrix measured came out below it.
 FLOOR_UNITS = 2.0
-#: "Much larger with the residual": ``rho(beta) >= RATIO_FACTOR rho(0)`` for every beta > 0.
+#: "Much larger with the residual": ``rho(beta) >= RATIO_FACTOR rho(0)`` for every beta
+#: > 0.
 RATIO_FACTOR = 100.0
 #: The floor has settled when Adam's last half lowered it by at most this share of the
 #: smallest mean loss above the floor that a claim compares.
@@ -84,7 +89,8 @@ FLOOR_SETTLED = 0.25
 # --------------------------------------------------------------------------- result
 @dataclass
 class Run:
-    """GD of every seed at one ``beta`` under one step ``rule``; arrays are (seed, iterate)."""
+    """GD of every seed at one ``beta`` under one step ``rule``; arrays are (seed,
+    iterate)."""
 
     beta: float
     rule: str
@@ -97,8 +103,8 @@ class Run:
 @dataclass
 class Reading:
     """One reading of the ratio at one ``beta`` (common step), per seed: its value, the
-    smallest ``sigma_min`` and largest norm over the grid, and ``c``: that ``sigma_min`` in
-    units of ``eps max_t ||Z_t||_2`` of its precision."""
+    smallest ``sigma_min`` and largest norm over the grid, and ``c``: that ``sigma_min``
+    in units of ``eps max_t ||Z_t||_2`` of its precision."""
 
     ratio: list[float]
     sigma_min: list[float]
@@ -108,11 +114,11 @@ class Reading:
 
 @dataclass
 class Point:
-    """What is measured at one ``beta``, per seed: ``lambda_max`` at initialisation, the loss
-    of the floor run (seed, Adam step), the floor ``Phi*`` (the lowest loss of any run of the
-    model), the ratio of eq. ``jena-ratio`` (common step), its eight readings, and the
-    determinant of ``W_V`` along training (at beta = 0, ``Z = P X W_V`` is singular when
-    ``W_V`` is)."""
+    """What is measured at one ``beta``, per seed: ``lambda_max`` at initialisation, the
+    loss of the floor run (seed, Adam step), the floor ``Phi*`` (the lowest loss of any
+    run of the model), the ratio of eq. ``jena-ratio`` (common step), its eight
+    readings, and the determinant of ``W_V`` along training (at beta = 0, ``Z = P X
+    W_V`` is singular when ``W_V`` is)."""
 
     beta: float
     sharpness: list[float]
@@ -125,8 +131,8 @@ class Point:
 
 @dataclass
 class FloorFactor:
-    """``c = sigma_hat_min / (eps_32 ||Z||_2)`` of float32 singular values of matrices of
-    one ``layout`` with exact rank ``d - deficiency``, one value per matrix."""
+    """``c = sigma_hat_min / (eps_32 ||Z||_2)`` of float32 singular values of matrices
+    of one ``layout`` with exact rank ``d - deficiency``, one value per matrix."""
 
     layout: str
     deficiency: int
@@ -146,7 +152,8 @@ class Result(results.Result):
 
 # --------------------------------------------------------------------------- data, models
 def data_files(settings: dict) -> list[str]:
-    """The data file the profile reads (its sha256 is part of the stored result's key)."""
+    """The data file the profile reads (its sha256 is part of the stored result's key).
+    """
     return [settings["file"]]
 
 
@@ -174,11 +181,11 @@ def models(settings: dict, *, d: int = len(jena_data.FEATURES), device="cpu") ->
 
 def sharpness(s: Stack, X: torch.Tensor, Y: torch.Tensor, *, iterations: int = 20,
               seed: int = 0) -> np.ndarray:
-    """``lambda_max(nabla^2 Phi(theta))`` of every model of the stack (eq. ``jena-mu``): a
-    batched Lanczos iteration (full reorthogonalisation, one Krylov space per model) on
-    exact Hessian-vector products of :func:`rcutil.model.batched_loss`, by automatic
-    differentiation twice. It finds the top of the spectrum in far fewer products than the
-    power iteration."""
+    """``lambda_max(nabla^2 Phi(theta))`` of every model of the stack (eq. ``jena-mu``):
+    a batched Lanczos iteration (full reorthogonalisation, one Krylov space per model)
+    on exact Hessian-vector products of :func:`rcutil.model.batched_loss`, by automatic
+    differentiation twice. It finds the top of the spectrum in far fewer products than
+    the power iteration."""
     names, B = tuple(s.W), len(s.beta)
     w = [s.W[k].detach().clone().requires_grad_() for k in names]
     loss, _ = batched_loss(s._replace(W=dict(zip(names, w))), X, Y)
@@ -222,9 +229,10 @@ def eps(precision: str) -> float:
 
 
 def reading_spectra(Z: torch.Tensor, n: int) -> dict[str, np.ndarray]:
-    """What the eight readings need of ``Z`` (B, N n, d), windows of ``n`` tokens: for each
-    precision and layout the smallest singular value (per sample: the smallest over the
-    samples) and the spectral and Frobenius norms (per sample: the largest), (B,) each."""
+    """What the eight readings need of ``Z`` (B, N n, d), windows of ``n`` tokens: for
+    each precision and layout the smallest singular value (per sample: the smallest over
+    the samples) and the spectral and Frobenius norms (per sample: the largest), (B,)
+    each."""
     out = {}
     B, rows, d = Z.shape
     for precision in PRECISIONS:
@@ -242,15 +250,17 @@ def reading_spectra(Z: torch.Tensor, n: int) -> dict[str, np.ndarray]:
 
 
 def ratio(sigma_min: np.ndarray, norm: np.ndarray) -> np.ndarray:
-    """``min_t sigma_min(Z_t)^2 / max_t ||Z_t||`` along the last axis (eq. ``jena-ratio``)."""
+    """``min_t sigma_min(Z_t)^2 / max_t ||Z_t||`` along the last axis (eq.
+    ``jena-ratio``)."""
     return np.min(np.asarray(sigma_min) ** 2, axis=-1) / np.max(np.asarray(norm), axis=-1)
 
 
 def floor_factors(Z: torch.Tensor, n: int, deficiencies, draws: int) -> list[FloorFactor]:
-    """The float32 floor factor ``c = sigma_hat_min / (eps_32 ||Z||_2)`` (eq. ``jena-floor``)
-    of matrices of exact rank ``r - k`` (``r`` their rank): the matrices ``Z`` (B, N n, d),
-    stacked and per sample (at most ``draws`` of each layout), with their ``k`` smallest
-    singular values set to zero in float64, rounded to float32, decomposed in float32."""
+    """The float32 floor factor ``c = sigma_hat_min / (eps_32 ||Z||_2)`` (eq.
+    ``jena-floor``) of matrices of exact rank ``r - k`` (``r`` their rank): the matrices
+    ``Z`` (B, N n, d), stacked and per sample (at most ``draws`` of each layout), with
+    their ``k`` smallest singular values set to zero in float64, rounded to float32,
+    decomposed in float32."""
     d = Z.shape[-1]
     found = []
     for layout, mats in (("per-sample", Z.reshape(-1, n, d)[:draws]), ("stacked", Z[:draws])):
@@ -265,9 +275,9 @@ def floor_factors(Z: torch.Tensor, n: int, deficiencies, draws: int) -> list[Flo
 
 # --------------------------------------------------------------------------- run
 def run(settings: dict, *, device: str = "cpu", progress: bool = True, path=None) -> Result:
-    """Load the profile's data; train every (beta, seed) model under both step rules at once,
-    and by Adam for its floor; measure the readings and the float32 floor factor. ``path``
-    reads the data file from there (tests use it)."""
+    """Load the profile's data; train every (beta, seed) model under both step rules at
+    once, and by Adam for its floor; measure the readings and the float32 floor factor.
+    ``path`` reads the data file from there (tests use it)."""
     device = check_device(device)
     data = load_data(settings, path=path, progress=progress)
     X = torch.as_tensor(data.X, dtype=torch.float64, device=device)
@@ -333,14 +343,16 @@ def horizons(result: Result) -> list[int]:
 
 def excess(result: Result, beta: float, rule: str = PAPER_RULE,
            t: int | None = None) -> np.ndarray:
-    """``Phi_t - Phi*`` per seed: the loss above the floor at iterate ``t`` (default T)."""
+    """``Phi_t - Phi*`` per seed: the loss above the floor at iterate ``t`` (default T).
+    """
     t = result.settings["steps"] if t is None else t
     run_ = results.pick(result.runs, beta=beta, rule=rule)
     return run_.loss[:, t] - np.asarray(results.pick(result.points, beta=beta).floor)
 
 
 def floor_drift(result: Result, beta: float) -> np.ndarray:
-    """How much Adam's last half lowered the floor, per seed: ``Phi_Adam(F/2) - Phi*``."""
+    """How much Adam's last half lowered the floor, per seed: ``Phi_Adam(F/2) - Phi*``.
+    """
     point = results.pick(result.points, beta=beta)
     return point.floor_run[:, point.floor_run.shape[1] // 2] - np.asarray(point.floor)
 
@@ -359,8 +371,8 @@ def stall(result: Result, rule: str = PAPER_RULE, t: int | None = None) -> list[
 
 
 def ratio_gap(result: Result) -> list[Comparison]:
-    """"Much larger with the residual": ``log10 rho(beta) > log10 rho(0) + 2`` per beta > 0
-    (a factor :data:`RATIO_FACTOR`), over seeds."""
+    """"Much larger with the residual": ``log10 rho(beta) > log10 rho(0) + 2`` per beta
+    > 0 (a factor :data:`RATIO_FACTOR`), over seeds."""
     shifted = np.log10(results.pick(result.points, beta=0.0).ratio) + np.log10(RATIO_FACTOR)
     return [compare(np.log10(p.ratio), shifted, direction="greater")
             for p in result.points if p.beta > 0]
@@ -375,15 +387,15 @@ def together(comparisons: list[Comparison]) -> str:
 
 
 def at_floor(result: Result, rule: str = PAPER_RULE, t: int | None = None) -> bool:
-    """Whether every beta's mean loss above the floor is within what Adam's last half still
-    moved the floor: then the measure cannot tell the runs apart."""
+    """Whether every beta's mean loss above the floor is within what Adam's last half
+    still moved the floor: then the measure cannot tell the runs apart."""
     drift = max(float(floor_drift(result, b).max()) for b in betas(result))
     return max(float(excess(result, b, rule, t).mean()) for b in betas(result)) <= drift
 
 
 def paper_norms(result: Result) -> tuple[float, float]:
-    """The norms ``||Z||`` at which the paper's value is the float32 floor
-    ``c^2 eps_32^2 ||Z||`` (eq. ``jena-floor``), for ``c`` over the measured floor factors:
+    """The norms ``||Z||`` at which the paper's value is the float32 floor ``c^2
+    eps_32^2 ||Z||`` (eq. ``jena-floor``), for ``c`` over the measured floor factors:
     (smallest, largest)."""
     c = np.concatenate([f.c for f in result.floor_factors])
     return (PAPER_RATIO_BETA0 / (c.max() * eps("float32")) ** 2,
@@ -392,9 +404,9 @@ def paper_norms(result: Result) -> tuple[float, float]:
 
 # --------------------------------------------------------------------------- checks, claims
 def checks(result: Result) -> list[Check]:
-    """The chapter's acceptance: finite runs that lower the loss, the step rules as stated, a
-    floor that has settled, the main ratio read again on the grid, and ``FLOOR_UNITS`` above
-    every measured floor factor."""
+    """The chapter's acceptance: finite runs that lower the loss, the step rules as
+    stated, a floor that has settled, the main ratio read again on the grid, and
+    ``FLOOR_UNITS`` above every measured floor factor."""
     s, T = result.settings, result.settings["steps"]
     lam = np.concatenate([p.sharpness for p in result.points])
     common = np.concatenate([r.step_size for r in result.runs if r.rule == "common"])
@@ -435,9 +447,9 @@ def _ps(comparisons) -> str:
 
 
 def claims(result: Result) -> list[Claim]:
-    """The three claims of experiment 1, each decided over seeds under the common step at
-    the horizon T. A verdict that is not the same at T/4, T/2 and T is a deviation (the
-    horizon is the book's choice); the own-step rule is reported beside."""
+    """The three claims of experiment 1, each decided over seeds under the common step
+    at the horizon T. A verdict that is not the same at T/4, T/2 and T is a deviation
+    (the horizon is the book's choice); the own-step rule is reported beside."""
     from ..claims import mean_se
 
     bs, T, S = betas(result), result.settings["steps"], len(result.settings["seeds"])
