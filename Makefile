@@ -1,5 +1,6 @@
-# The two commands of the README:  make book  (build the website)  and  make test  (everything CI runs).
-# Contributors: make lint, make chapter NAME=sst2, make lab (see CONTRIBUTING.md).
+# The two commands of the README:  make book  (build the website)  and  make test
+# (everything CI runs). Contributors: make lint, make chapter NAME=sst2, make lab (see
+# CONTRIBUTING.md).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(abspath $(VENV))/bin
@@ -25,6 +26,41 @@ BOOK_ROOT ?= .
 OUT       ?= $(BOOK_ROOT)/_build/$(PROFILE)
 CHAPTERS  ?= $(wildcard $(BOOK_ROOT)/book/*.md)
 JB_CACHE   = $(OUT)/_build/.jupyter_cache
+
+# The arguments, checked before any recipe runs or creates anything; the recipes quote
+# them as well (tests/test_make.py). PROFILE is one of the profiles; every word of
+# CHAPTERS names files; NAME (make chapter) is the file name of a chapter in book/,
+# without .md, made of letters, digits, - and _ only.
+PROFILES := ci book paper
+_PROFILE_FIX = ($(origin PROFILE)): set PROFILE to one of $(PROFILES)
+ifneq ($(words $(PROFILE)),1)
+$(error PROFILE='$(PROFILE)' is not one profile $(_PROFILE_FIX))
+else ifeq ($(filter $(PROFILES),$(PROFILE)),)
+$(error unknown PROFILE=$(PROFILE) $(_PROFILE_FIX))
+endif
+_NO_FILE = $(strip $(foreach c,$(CHAPTERS),$(if $(wildcard $(c)),,$(c))))
+ifneq ($(_NO_FILE),)
+$(error CHAPTERS names no file $(_NO_FILE): list chapter files such as book/model.md)
+endif
+_SAFE := a b c d e f g h i j k l m n o p q r s t u v w x y z \
+         A B C D E F G H I J K L M N O P Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 _ -
+_rest = $(wordlist 2,$(words $(1)),$(1))
+# what is left of $(1) once every character listed in $(2) is removed from it
+_drop = $(subst $(firstword $(2)),,$(1))
+_unsafe = $(if $(2),$(call _unsafe,$(call _drop,$(1),$(2)),$(call _rest,$(2))),$(1))
+_NAME_FIX = NAME is a file name in book/ without .md, one of \
+            $(sort $(basename $(notdir $(wildcard book/*.md))))
+ifneq ($(filter chapter,$(MAKECMDGOALS)),)
+ifeq ($(strip $(NAME)),)
+$(error usage: make chapter NAME=sst2 [PROFILE=ci]; $(_NAME_FIX))
+else ifneq ($(words $(NAME)),1)
+$(error NAME='$(NAME)' is not one chapter: $(_NAME_FIX))
+else ifneq ($(call _unsafe,$(NAME),$(_SAFE)),)
+$(error NAME='$(NAME)' has characters other than letters, digits, - and _: $(_NAME_FIX))
+else ifeq ($(wildcard book/$(NAME).md),)
+$(error no chapter book/$(NAME).md: $(_NAME_FIX))
+endif
+endif
 
 .PHONY: book test install lint unit execute build site timings chapter lab browser-deps clean mutate weaken
 
@@ -56,29 +92,33 @@ unit:
 
 ## every chapter executed once, two at a time; the outputs go to the build's cache (a cell that raises fails here)
 execute:
-	rm -rf $(JB_CACHE)
-	RCUTIL_PROFILE=$(PROFILE) $(BIN)/python scripts/execute_chapters.py --cache $(JB_CACHE) $(CHAPTERS)
+	rm -rf '$(JB_CACHE)'
+	RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/python' scripts/execute_chapters.py \
+	  --cache '$(JB_CACHE)' $(foreach c,$(wildcard $(CHAPTERS)),'$(c)')
 
 ## the website from the executed chapters: -W -n, a failing cell or a warning fails it
 build:
-	rm -rf $(OUT)/_build/html
-	RCUTIL_PROFILE=$(PROFILE) $(BIN)/jupyter-book build -W -n --keep-going --path-output $(OUT) $(BOOK_ROOT)
+	rm -rf '$(OUT)/_build/html'
+	RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/jupyter-book' build -W -n --keep-going \
+	  --path-output '$(OUT)' '$(BOOK_ROOT)'
 
 timings:
-	@RCUTIL_PROFILE=$(PROFILE) $(BIN)/python scripts/timings.py --profile $(PROFILE) --chapters $(OUT)/_build/chapter_seconds.json
+	@RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/python' scripts/timings.py \
+	  --profile '$(PROFILE)' --chapters '$(OUT)/_build/chapter_seconds.json'
 
 ## make chapter NAME=sst2: execute one chapter and build only its page, with the bibliography, in
 ## _build/<profile>/chapter/<name>; links to other chapters stay plain text there
 CHAPTER_OUT = _build/$(PROFILE)/chapter/$(NAME)
 chapter: install
-	@test -n "$(NAME)" || { echo "usage: make chapter NAME=sst2 [PROFILE=ci]"; exit 2; }
-	@test -f book/$(NAME).md || { echo "no chapter book/$(NAME).md: NAME is a file name in book/ without .md"; exit 2; }
-	rm -rf $(CHAPTER_OUT)/_build/.jupyter_cache $(CHAPTER_OUT)/_build/html
-	mkdir -p $(CHAPTER_OUT)
-	printf 'format: jb-book\nroot: book/$(NAME)\nchapters:\n  - file: book/bibliography\n' > $(CHAPTER_OUT)/_toc.yml
-	RCUTIL_PROFILE=$(PROFILE) $(BIN)/python scripts/execute_chapters.py --cache $(CHAPTER_OUT)/_build/.jupyter_cache book/$(NAME).md
-	RCUTIL_PROFILE=$(PROFILE) $(BIN)/jupyter-book build -q --path-output $(CHAPTER_OUT) --toc $(CHAPTER_OUT)/_toc.yml .
-	@echo "Open $(CHAPTER_OUT)/_build/html/book/$(NAME).html in a browser."
+	rm -rf '$(CHAPTER_OUT)/_build/.jupyter_cache' '$(CHAPTER_OUT)/_build/html'
+	mkdir -p '$(CHAPTER_OUT)'
+	printf 'format: jb-book\nroot: book/%s\nchapters:\n  - file: book/bibliography\n' \
+	  '$(NAME)' > '$(CHAPTER_OUT)/_toc.yml'
+	RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/python' scripts/execute_chapters.py \
+	  --cache '$(CHAPTER_OUT)/_build/.jupyter_cache' 'book/$(NAME).md'
+	RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/jupyter-book' build -q \
+	  --path-output '$(CHAPTER_OUT)' --toc '$(CHAPTER_OUT)/_toc.yml' .
+	@echo 'Open $(CHAPTER_OUT)/_build/html/book/$(NAME).html in a browser.'
 
 ## make lab: JupyterLab, where book/*.md open as notebooks (jupytext); LAB_ARGS="--no-browser --port=8899" to pass options
 LAB_ARGS ?=
@@ -96,18 +136,23 @@ browser-deps:
 
 ## the built site in headless Chrome or Chromium
 site: browser-deps
-	RCUTIL_SITE_DIR=$(abspath $(OUT)/_build/html) $(BIN)/python -m pytest -q -p no:cacheprovider tests/site
+	RCUTIL_SITE_DIR='$(abspath $(OUT)/_build/html)' '$(BIN)/python' -m pytest -q \
+	  -p no:cacheprovider tests/site
 
 clean:
 	rm -rf _build
 
-## make mutate: mutation testing of bounds, certificate, spectra and model, each with its own tests
-## (not part of make test): prints the score per module and every survivor (see tests/mutation/SURVIVORS.md)
+## make mutate: an audit (not part of make test), mutation testing of the theory modules
+## of [tool.mutmut.modules], each with its own tests: the score per module and every
+## survivor with its reason from tests/mutation/SURVIVORS.md; fails only on an
+## unexplained survivor
 mutate: install
-	@$(BIN)/python -c "import mutmut" 2>/dev/null || $(BIN)/python -m pip install --quiet "mutmut>=3.8,<4"
+	@$(BIN)/python -c "import mutmut" 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet "mutmut>=3.8,<4"
 	$(BIN)/python scripts/mutate.py
 
-## make weaken: each plausible error of the theory code listed in scripts/weaken.py (a constant
-## halved, a term dropped, an activation let through), applied on a copy: every one must fail the tests
+## make weaken: each plausible error of the theory code listed in scripts/weaken.py (a
+## constant halved, a block composed with another's radii, a cruder measurement, an
+## activation let through), applied by syntax tree on a copy: each must fail the tests
 weaken: install
 	$(BIN)/python scripts/weaken.py

@@ -1,29 +1,37 @@
 """Time the book's SST-2 training step against Hugging Face ``transformers``' GPT-2.
 
-    .venv/bin/python benchmarks/gpt2_step.py [--profile book] [--layers L] [--threads 1] [--repeats R] [--steps S]
+    .venv/bin/python benchmarks/gpt2_step.py [--profile book] [--layers L] [--threads 1]
+        [--repeats R] [--steps S] [--ensemble K]
 
-Both sides take one optimizer step on the same batch: a real training batch of the profile
-(the one whose padded length is nearest an epoch's mean, :func:`rcutil.experiments.sst2.typical_batch`),
-forward, cross-entropy of the last real token's logits, backward, gradient clipping, AdamW
-(fused) and the learning-rate schedule, float32 on the CPU, with the same weights (rcutil's
-model is loaded from the reference's state dict, and the two give the same logits). Two ratios
-rcutil / Hugging Face (below 1: rcutil is faster):
+Both sides take one optimizer step on the same batch: a real training batch of the
+profile (the one whose padded length is nearest an epoch's mean, :func:`typical_batch`),
+forward, cross-entropy of the last real token's logits, backward, gradient clipping,
+AdamW (fused) and the learning-rate schedule, float32 on the CPU, with the same weights
+(rcutil's model is loaded from the reference's state dict, and the two give the same
+logits). Two ratios rcutil / Hugging Face (below 1: rcutil is faster):
 
-1. **the book's step against what a user would otherwise run**: rcutil's step as the experiment
-   runs it, with the embedding trimmed to the token ids the data uses
-   (:func:`rcutil.experiments.sst2.train_step`), against ``GPT2ForSequenceClassification``
+1. **the book's step against what a user would otherwise run**: rcutil's step as the
+   experiment runs it, with the embedding trimmed to the token ids the data uses
+   (:func:`rcutil.sst2_train.train_step`), against ``GPT2ForSequenceClassification``
    with GPT-2's full 50,257-token vocabulary;
-2. **the two models at equal vocabulary**: both with the trimmed vocabulary, so that only the
-   model code differs.
+2. **the two models at equal vocabulary**: both with the trimmed vocabulary, so that
+   only the model code differs.
 
 Each is printed for every depth of the profile, and for one step of each depth together
 (``all``), the mix of the experiment's training, where every depth trains as many steps.
 
-After a warm-up the steps are timed in alternation (R rounds of S steps each, median per-step
-time), so that a change in the machine's load hits all sides alike. With one torch thread (the
-default, as the book trains) the clock is the process's CPU time, which other processes on a
-shared machine do not inflate; with more threads it is wall time. ``transformers`` is an
-optional dependency (``pip install -e .[bench]``); without it the script says so and exits 0.
+After a warm-up the steps are timed in alternation (R rounds of S steps each, median
+per-step time), so that a change in the machine's load hits all sides alike. With one
+torch thread (the default, as the book trains) the clock is the process's CPU time,
+which other processes on a shared machine inflate far less than wall time; with more
+threads it is wall time. ``transformers`` is an optional dependency
+(``pip install -e .[bench]``); without it the script says so and exits 0.
+
+``--ensemble K`` times instead what training K seeds at once would gain: K models of the
+profile, each one step on the batch, against the same K models stacked
+(``torch.func.stack_module_state``) and stepped as one through ``torch.func.vmap`` of
+``torch.func.functional_call`` (attention by the math backend, which has batching rules;
+AdamW on the stacked tensors; clipping per model). It needs no ``transformers``.
 """
 from __future__ import annotations
 
@@ -38,41 +46,51 @@ import rcutil  # noqa: F401  (sets the thread policy before numpy)
 
 
 def hf_classifier(transformers, settings: dict, layers: int, vocab_size: int):
-    """``GPT2ForSequenceClassification`` of the profile's sizes (no dropout, SDPA attention), the
-    pad id GPT-2's ``<|endoftext|>`` renumbered into the vocabulary the model reads."""
-    cfg = transformers.GPT2Config(n_embd=settings["d_model"], n_layer=layers, n_head=settings["n_head"],
-                                  n_inner=settings["d_ff"], vocab_size=vocab_size, n_positions=1024,
-                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, num_labels=2,
-                                  pad_token_id=vocab_size - 1, bos_token_id=vocab_size - 1,
-                                  eos_token_id=vocab_size - 1)
+    """``GPT2ForSequenceClassification`` of the profile's sizes (no dropout, SDPA
+    attention), the pad id GPT-2's ``<|endoftext|>`` renumbered into the vocabulary the
+    model reads."""
+    pad = vocab_size - 1
+    cfg = transformers.GPT2Config(n_embd=settings["d_model"], n_layer=layers,
+                                  n_head=settings["n_head"], n_inner=settings["d_ff"],
+                                  vocab_size=vocab_size, n_positions=1024,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                  num_labels=2,
+                                  pad_token_id=pad, bos_token_id=pad, eos_token_id=pad)
     torch.manual_seed(0)
     try:
-        return transformers.GPT2ForSequenceClassification(cfg, attn_implementation="sdpa").train()
+        return transformers.GPT2ForSequenceClassification(
+            cfg, attn_implementation="sdpa").train()
     except TypeError:  # older transformers take it on the config only
         cfg._attn_implementation = "sdpa"
         return transformers.GPT2ForSequenceClassification(cfg).train()
 
 
 def rcutil_twin(ref, settings: dict, layers: int, vocab: torch.Tensor | None):
-    """rcutil's classifier with the reference's weights; with ``vocab``, only those rows kept."""
+    """rcutil's classifier with the reference's weights; with ``vocab``, only those rows
+    kept."""
     from rcutil.gpt2 import GPT2Config, from_hf_state_dict
 
-    config = GPT2Config(n_layer=layers, n_head=settings["n_head"], d_model=settings["d_model"],
-                        d_ff=settings["d_ff"], vocab_size=ref.config.vocab_size)
-    ours = from_hf_state_dict(ref.transformer.state_dict(), layers, config=config).train()
+    config = GPT2Config(n_layer=layers, n_head=settings["n_head"],
+                        d_model=settings["d_model"], d_ff=settings["d_ff"],
+                        vocab_size=ref.config.vocab_size)
+    state = ref.transformer.state_dict()
+    ours = from_hf_state_dict(state, layers, config=config).train()
     with torch.no_grad():
         ours.head.weight.copy_(ref.score.weight)
     return ours.keep_tokens(vocab) if vocab is not None else ours
 
 
 def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
-    """One optimizer step of the experiment's recipe (:func:`rcutil.experiments.sst2.train_step`);
-    for Hugging Face's model the same recipe around its own forward (labels in, loss out)."""
-    from rcutil.experiments import sst2
+    """One optimizer step of the experiment's recipe
+    (:func:`rcutil.sst2_train.train_step`); for Hugging Face's model the same recipe
+    around its own forward (labels in, loss out)."""
+    from rcutil import sst2_train as sst2
 
-    opt, sched = sst2.make_optimizer(model, settings, settings["lr_grid"][0])
+    lr = settings["lr_grid"]["scratch"]["w"][0]
+    opt, sched = sst2.make_optimizer(model, settings, lr)
     if not hf:
-        return lambda: sst2.train_step(model, opt, sched, tokens, lengths, labels, grad_clip=settings["grad_clip"])
+        return lambda: sst2.train_step(model, opt, sched, tokens, lengths, labels,
+                                       grad_clip=settings["grad_clip"])
 
     def step():
         loss = model(input_ids=tokens, labels=labels).loss
@@ -86,8 +104,101 @@ def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
     return step
 
 
-def timed(fns: dict, *, repeats: int, steps: int, clock=time.perf_counter) -> dict[str, float]:
-    """Median seconds per step of each function, timed in alternating rounds after a warm-up."""
+def typical_batch(data: dict, settings: dict):
+    """``(tokens, lengths, labels)`` of the training batch (of one epoch of the
+    experiment's batches) whose padded length is nearest the epoch's mean: what one step
+    costs on average."""
+    from rcutil.sst2_data import length_batches
+
+    lengths = data["train"][1]
+    gen = torch.Generator().manual_seed(0)
+    epoch = length_batches(lengths, settings["batch_size"], gen)
+    padded = torch.stack([lengths[b].max() for b in epoch]).float()
+    rows = epoch[int((padded - padded.mean()).abs().argmin())]
+    tokens, lengths, labels = (t[rows] for t in data["train"])
+    return tokens[:, :int(lengths.max())], lengths, labels
+
+
+def profile_batch(profile: str):
+    """The SST-2 settings of ``profile``, its data, and its typical training batch."""
+    from rcutil import sst2_train
+    from rcutil.experiments import sst2
+    from rcutil.profiles import settings_for
+
+    settings = settings_for(sst2.SETTINGS, profile)
+    data = sst2_train.prepare_data(settings)
+    return settings, data, typical_batch(data, settings)
+
+
+def ensemble_steps(settings: dict, data: dict, batch, layers: int, k: int) -> dict:
+    """One step of ``k`` models one by one, and of the same models stacked and stepped
+    as one through ``vmap`` (per-model clipping, AdamW on the stacked tensors)."""
+    import copy
+
+    from torch.func import functional_call, stack_module_state, vmap
+    from torch.nn import functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from rcutil import sst2_train
+
+    tokens, lengths, labels = batch
+    lr, clip = settings["lr_grid"]["scratch"]["w"][0], settings["grad_clip"]
+    models = [sst2_train.make_model(settings, "scratch", layers, True, seed,
+                                    data["vocabulary"]) for seed in range(k)]
+    one = [sst2_train.make_optimizer(m, settings, lr) for m in models]
+
+    def one_by_one():
+        for m, (opt, sched) in zip(models, one):
+            sst2_train.train_step(m, opt, sched, tokens, lengths, labels,
+                                  grad_clip=clip)
+
+    params, buffers = stack_module_state(models)
+    params = {n: p.detach().requires_grad_() for n, p in params.items()}
+    base = copy.deepcopy(models[0]).to("meta")
+    opt = torch.optim.AdamW(list(params.values()), lr=lr, fused=True)
+
+    def loss(p, b):
+        return F.cross_entropy(functional_call(base, (p, b), (tokens, lengths)), labels)
+
+    def stacked():
+        with sdpa_kernel(SDPBackend.MATH):   # the fused kernels have no batching rule
+            total = vmap(loss)(params, buffers).sum()
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        grads = [p.grad for p in params.values()]
+        norm = torch.stack([g.pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()
+        scale = (clip / (norm + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(scale.view(-1, *[1] * (g.dim() - 1)))
+        opt.step()
+
+    return {"one": one_by_one, "stacked": stacked}
+
+
+def ensemble(args) -> int:
+    """``--ensemble K``: K models stepped one by one against the K stacked and stepped
+    as one through ``vmap``; prints ms per model-step of both and their ratio, per
+    depth."""
+    settings, data, batch = profile_batch(args.profile)
+    k = args.ensemble
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); profile "
+          f"{args.profile}: d={settings['d_model']}, batch {tuple(batch[0].shape)}; "
+          f"{k} models")
+    print(f"{'L':>3}  {'one by one ms':>14}{'stacked ms':>12}{'ratio':>8}"
+          f"   (per model-step)")
+    clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
+    for layers in [args.layers] if args.layers else settings["layers"]:
+        med = timed(ensemble_steps(settings, data, batch, layers, k),
+                    repeats=args.repeats, steps=args.steps, clock=clock)
+        one, stacked = 1e3 * med["one"] / k, 1e3 * med["stacked"] / k
+        print(f"{layers:>3}  {one:>14.1f}{stacked:>12.1f}{stacked / one:>8.2f}")
+    return 0
+
+
+def timed(fns: dict, *, repeats: int, steps: int,
+          clock=time.perf_counter) -> dict[str, float]:
+    """Median seconds per step of each function, timed in alternating rounds after a
+    warm-up."""
     for fn in fns.values():
         for _ in range(3):
             fn()
@@ -103,37 +214,42 @@ def timed(fns: dict, *, repeats: int, steps: int, clock=time.perf_counter) -> di
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="book", help="the SST-2 settings row (default book)")
-    parser.add_argument("--layers", type=int, default=None, help="blocks L (default: each of the profile's)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the book runs)")
-    parser.add_argument("--repeats", type=int, default=7, help="alternating rounds (default 7)")
-    parser.add_argument("--steps", type=int, default=5, help="steps per round (default 5)")
+    add = parser.add_argument
+    add("--profile", default="book", help="the SST-2 settings row (default book)")
+    add("--layers", type=int, default=None, help="blocks L (default: the profile's)")
+    add("--threads", type=int, default=1, help="torch threads (default 1, as the book)")
+    add("--repeats", type=int, default=7, help="alternating rounds (default 7)")
+    add("--steps", type=int, default=5, help="steps per round (default 5)")
+    add("--ensemble", type=int, default=0, metavar="K",
+        help="time K models stepped as one (vmap) against one by one")
     args = parser.parse_args(argv)
+    if args.ensemble:
+        torch.set_num_threads(args.threads)
+        return ensemble(args)
     try:
         import transformers
     except ImportError:
-        print("transformers is not installed: this benchmark compares against Hugging Face's "
-              "GPT2ForSequenceClassification. Install it with `pip install transformers` (or "
-              "`pip install -e .[bench]`) and run again. Nothing was timed.")
+        print("transformers is not installed: this benchmark compares against Hugging "
+              "Face's GPT2ForSequenceClassification. Install it with `pip install "
+              "transformers` (or `pip install -e .[bench]`) and run again. Nothing was "
+              "timed.")
         return 0
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(args.threads)
-    from rcutil.experiments import sst2
-    from rcutil.profiles import settings_for
     from rcutil.sst2_data import EOS_ID
 
-    settings = settings_for(sst2.SETTINGS, args.profile)
-    data = sst2.prepare_data(settings)
+    settings, data, (tokens, lengths, labels) = profile_batch(args.profile)
     vocab = data["vocabulary"]
-    tokens, lengths, labels = sst2.typical_batch(data, settings)
-    assert vocab[-1] == EOS_ID  # the pad id is the last row of the trimmed vocabulary too
+    assert vocab[-1] == EOS_ID  # the pad id is the last row of the trimmed vocabulary
     full_tokens = vocab[tokens]   # the same batch in GPT-2's own ids
     clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {torch.get_num_threads()} "
-          f"thread(s); profile {args.profile}: d={settings['d_model']}, batch {tuple(tokens.shape)} (the "
-          f"training batch of mean padded length), vocabulary {len(vocab):,} of 50,257 ids; clock: "
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"{torch.get_num_threads()} thread(s); profile {args.profile}: "
+          f"d={settings['d_model']}, batch {tuple(tokens.shape)} (the training batch "
+          f"of mean padded length), vocabulary {len(vocab):,} of 50,257 ids; clock: "
           f"{'process CPU time' if clock is time.process_time else 'wall time'}")
-    print("The machine may be shared: absolute times vary; the alternating rounds keep the ratios fair.")
+    print("The machine may be shared: absolute times vary; the alternating rounds keep "
+          "the ratios fair.")
     print(f"{'L':>3}  {'comparison':<44}{'rcutil ms':>11}{'HF ms':>9}{'ratio':>8}")
     totals = {"rcutil": 0.0, "hf_full": 0.0, "rcutil_eq": 0.0, "hf_eq": 0.0}
     for layers in [args.layers] if args.layers else settings["layers"]:
@@ -142,29 +258,35 @@ def main(argv=None) -> int:
         ours = rcutil_twin(hf_full, settings, layers, vocab)
         ours_eq = rcutil_twin(hf_trim, settings, layers, None)
         with torch.no_grad():  # same weights, same function
-            torch.testing.assert_close(ours(tokens, lengths), hf_full(input_ids=full_tokens).logits,
+            torch.testing.assert_close(ours(tokens, lengths),
+                                       hf_full(input_ids=full_tokens).logits,
                                        rtol=1e-4, atol=1e-5)
-            torch.testing.assert_close(ours_eq(tokens, lengths), hf_trim(input_ids=tokens).logits,
+            torch.testing.assert_close(ours_eq(tokens, lengths),
+                                       hf_trim(input_ids=tokens).logits,
                                        rtol=1e-4, atol=1e-5)
-        fns = {"rcutil": step_fn(ours, settings, tokens, lengths, labels, hf=False),
-               "hf_full": step_fn(hf_full, settings, full_tokens, lengths, labels, hf=True),
-               "rcutil_eq": step_fn(ours_eq, settings, tokens, lengths, labels, hf=False),
-               "hf_eq": step_fn(hf_trim, settings, tokens, lengths, labels, hf=True)}
+        batch = (lengths, labels)
+        fns = {"rcutil": step_fn(ours, settings, tokens, *batch, hf=False),
+               "hf_full": step_fn(hf_full, settings, full_tokens, *batch, hf=True),
+               "rcutil_eq": step_fn(ours_eq, settings, tokens, *batch, hf=False),
+               "hf_eq": step_fn(hf_trim, settings, tokens, *batch, hf=True)}
         med = timed(fns, repeats=args.repeats, steps=args.steps, clock=clock)
         for k in totals:
             totals[k] += med[k]
         _rows(layers, med)
     if not args.layers:
         _rows("all", totals)
-        print("'all': one step of each depth, the mix of the experiment's training (every depth trains "
-              "the same number of steps)")
-    print("targets: SST-2 step against HF with the full vocabulary <= 0.60; equal vocabulary <= 0.85")
+        print("'all': one step of each depth, the mix of the experiment's training "
+              "(every depth trains the same number of steps)")
+    print("targets: SST-2 step against HF with the full vocabulary <= 0.60; equal "
+          "vocabulary <= 0.85")
     return 0
 
 
 def _rows(layers, med: dict) -> None:
-    for name, a, b in (("SST-2 step (trimmed) vs HF full vocabulary", med["rcutil"], med["hf_full"]),
-                       ("equal vocabulary (trimmed on both sides)", med["rcutil_eq"], med["hf_eq"])):
+    for name, a, b in (("SST-2 step (trimmed) vs HF full vocabulary", med["rcutil"],
+                        med["hf_full"]),
+                       ("equal vocabulary (trimmed on both sides)", med["rcutil_eq"],
+                        med["hf_eq"])):
         print(f"{layers!s:>3}  {name:<44}{1e3 * a:>11.1f}{1e3 * b:>9.1f}{a / b:>8.2f}")
 
 

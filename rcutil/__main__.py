@@ -1,46 +1,167 @@
-"""``python -m rcutil <experiment> --profile P --out DIR``: run one experiment of the book.
+"""``python -m rcutil <experiment> --profile P --out DIR``: run one experiment.
 
 Computes the result (or takes it from the results store, :mod:`rcutil.results`) and writes
 ``DIR/<experiment>.json``: settings, profile, device, library versions, the result, and the
-sha256 of the content. The chapter of the experiment draws its figures from the same stored
-result. Everything a user can get wrong (the profile, the device, the
-output folder, the data files) is checked before the run starts; an error is one line on
-stderr and a non-zero exit (``--debug`` shows the traceback).
+sha256 of the content; the chapter of the experiment draws its figures from the same stored
+result. Everything a user can get wrong (the profile, the device and whether torch can
+compute on it, the output folder, its free space and whether the result file can be
+replaced, the data files) is checked before the run starts; an error is one line on stderr
+and a non-zero exit (``--debug`` shows the traceback), and Ctrl-C exits with 130 and one line
+(see :func:`rcutil._exit_on_interrupt`).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import os
+import shutil
+import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from . import experiments
+from . import PROG, _exit_on_interrupt, experiments
 from .profiles import PROFILES, active_profile, settings_for
+from .results import read_json, write_json
 
-PROG = "python -m rcutil"
+#: Free space a run needs in its output folder, checked before it starts: the largest
+#: result file (Jena, profile paper) and the figures take a few tens of MiB.
+MIN_FREE_BYTES = 64 * 2**20
 
 
-def check_out(out: Path, json_name: str) -> Path:
-    """Check that ``out`` is (or can become) a folder this user can write the results to."""
+def _culprit(out: Path) -> str:
+    """Why ``out`` cannot be made a folder: the first part of its path that is a file
+    or a link to nothing (``mkdir`` says only "File exists")."""
+    for part in reversed((out, *out.parents)):
+        if part.is_symlink() and not part.exists():
+            return f"{part} is a link to {os.readlink(part)}, which does not exist"
+        if part.exists() and not part.is_dir():
+            return f"{part} is a file, not a folder"
+    return "it cannot be created"
+
+
+def check_replaceable(target: Path) -> None:
+    """Refuse a result file ``target`` that the run could not replace at its end
+    (immutable, append-only, or another user's in a sticky folder). Replacing it is
+    renaming a temporary file onto it; this renames one onto a hard link to it instead,
+    so ``target`` itself is never touched. Without hard links nothing can be told."""
+    if not target.is_file() or target.is_symlink():
+        return
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                               suffix=".tmp")
+    os.close(fd)
+    link = Path(f"{tmp}.link")
+    try:
+        os.link(target, link)
+        os.replace(tmp, link)
+    except OSError as exc:
+        if exc.errno in (errno.EPERM, errno.EACCES):
+            raise ValueError(
+                f"--out {target.parent} holds {target.name}, which cannot be replaced "
+                f"({exc.strerror}; immutable? see lsattr {target}): make it writable "
+                f"(chattr -i) or choose another --out") from None
+    finally:
+        for path in (tmp, link):
+            Path(path).unlink(missing_ok=True)
+
+
+def check_space(out: Path, need: int | None = None) -> None:
+    """Refuse an output folder with less than ``need`` bytes free (default:
+    :data:`MIN_FREE_BYTES`)."""
+    need = MIN_FREE_BYTES if need is None else need
+    free = shutil.disk_usage(out).free
+    if free < need:
+        raise ValueError(
+            f"--out {out} has {free / 2**20:.1f} MiB free, a run needs at least "
+            f"{need / 2**20:.0f} MiB for its result and figures: free some space or "
+            f"choose another --out")
+
+
+def _unwritable(out: Path, exc: OSError) -> ValueError:
+    return ValueError(f"--out {out} is not a folder this user can write to "
+                      f"({exc.strerror}): choose another --out")
+
+
+def check_out(text: str, json_name: str) -> Path:
+    """The output folder ``text`` (the value of ``--out``), checked: a folder this user
+    can write to (created when missing), with room for the result, and whose result
+    file ``<json_name>.json`` can be replaced."""
+    if not text.strip():
+        raise ValueError("--out is empty: name a folder for the results, e.g. "
+                         "--out out")
+    out = Path(text)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a folder: choose a folder for the results")
+        raise ValueError(f"--out {out} is a file, not a folder: choose a folder "
+                         f"for the results")
+    created = [p for p in (out, *out.parents) if not p.exists() and not p.is_symlink()]
     try:
         out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as exc:
-        raise ValueError(f"--out {out} is not a folder this user can write to ({exc.strerror}): "
+    except FileExistsError:  # a file or a broken link on the way
+        raise ValueError(f"--out {out} cannot be made a folder ({_culprit(out)}): "
                          f"choose another --out") from None
-    target = out / f"{json_name}.json"
-    if target.is_dir():
-        raise ValueError(f"--out {out} holds a folder {target.name}, where the result file goes: "
-                         f"remove it or choose another --out")
+    except OSError as exc:
+        raise _unwritable(out, exc) from None
+    try:
+        try:
+            with tempfile.TemporaryFile(dir=out):
+                pass
+        except OSError as exc:
+            raise _unwritable(out, exc) from None
+        target = out / f"{json_name}.json"
+        if target.is_dir():
+            raise ValueError(f"--out {out} holds a folder {target.name}, where the "
+                             f"result file goes: remove it or choose another --out")
+        check_space(out)
+        check_replaceable(target)
+    except BaseException:
+        for folder in created:  # a refused --out leaves nothing behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     return out
 
 
+def check_usable(device) -> None:
+    """Refuse a device torch names but cannot compute on (a driver or a build that does
+    not fit the hardware): one small computation, read back, before the run."""
+    import torch
+
+    try:
+        float((torch.ones(2, device=device) * 2).sum().item())
+    except (RuntimeError, NotImplementedError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        raise ValueError(f"device {str(device)!r} cannot run a computation ({first}): "
+                         f"use cpu, or a device this torch build supports") from None
+
+
+def write_error(what: str, exc: OSError) -> OSError:
+    """An ``OSError`` at write time, as one line naming the file and the fix."""
+    where = exc.filename or what
+    fix = ("free some space there or choose another --out"
+           if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "choose another --out")
+    return OSError(f"cannot write {where} ({exc.strerror or exc}): {fix}")
+
+
+@contextlib.contextmanager
+def interrupts_raise():
+    """Ctrl-C raises KeyboardInterrupt in this block, whatever the handler outside
+    (:func:`rcutil._exit_on_interrupt`): a write it interrupts removes its temporary
+    file."""
+    outside = signal.getsignal(signal.SIGINT)
+    if outside is _exit_on_interrupt:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if outside is _exit_on_interrupt:
+            signal.signal(signal.SIGINT, outside)
+
+
 def one_line(exc: BaseException) -> str:
-    """The message of ``exc`` on one line; the type is named unless the message says it all."""
+    """The message of ``exc`` on one line; the type is named unless the message says
+    it all."""
     from .data import DataError
 
     text = " ".join(str(exc).split()) or repr(exc)
@@ -54,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     from .validate import device as check_device
 
     profile = active_profile(args.profile)
-    check_device(args.device)
+    check_usable(check_device(args.device))
     entry = experiments.entry(args.experiment)
     module = experiments.load(args.experiment)
     settings = settings_for(module.SETTINGS, profile)
@@ -64,47 +185,59 @@ def run(args: argparse.Namespace) -> int:
         projection = project(module, settings, device=args.device)
         print(format_table(args.experiment, profile, args.device, projection))
         return 0
-    check_out(args.out, entry.stem)
-    if hasattr(module, "data_files"):  # present, verified, or downloaded now: before the run
+    out = check_out(args.out, entry.stem)
+    if hasattr(module, "data_files"):  # present, verified, or downloaded now
         for rel in module.data_files(settings):
             find(rel, progress=not args.no_progress)
     start = time.perf_counter()
-    stored = results.store(module, profile, device=args.device, progress=not args.no_progress,
-                           refresh=args.fresh)
+    stored = results.store(module, profile, device=args.device,
+                           progress=not args.no_progress, refresh=args.fresh)
     seconds = time.perf_counter() - start
-    path = args.out / f"{entry.stem}.json"
-    results.write_json(results.read_json(stored), path)
+    target = out / f"{entry.stem}.json"
+    with interrupts_raise():
+        try:
+            path = write_json(read_json(stored), target)
+        except OSError as exc:
+            raise write_error(str(target), exc) from exc
     print(f"wrote {path} ({seconds:.1f} s, profile {profile}; stored as {stored})")
-    print(f"its figures: the chapter book/{entry.stem}.md reads this stored result "
-          f"(make chapter NAME={entry.stem} PROFILE={profile}"
-          f"{'' if args.device == 'cpu' else f' RCUTIL_DEVICE={args.device}'})")
+    device = "" if args.device == "cpu" else f" RCUTIL_DEVICE={args.device}"
+    print(f"its figures: the chapter book/{entry.stem}.md draws them from the stored "
+          f"result (make chapter NAME={entry.stem} PROFILE={profile}{device})")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("experiment", choices=experiments.available())
     parser.add_argument("--profile", choices=PROFILES, default=None,
                         help="run profile (default: $RCUTIL_PROFILE, else ci)")
-    parser.add_argument("--out", type=Path, default=Path("out"), help="output folder (default: out)")
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default: cpu)")
+    parser.add_argument("--out", default="out", help="output folder (default: out)")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device, e.g. cuda (default: cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument("--fresh", action="store_true",
                         help="compute again even when the results store holds the result")
     parser.add_argument("--estimate", action="store_true",
-                        help="time a few steps on the device, print the projected time and peak "
-                             "memory of the whole run, and exit without running it")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    args = parser.parse_args(argv)
+                        help="time a few steps on the device, print the projected time "
+                             "and peak memory of the whole run, and exit without "
+                             "running it")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
     try:
-        return run(args)
+        return run(parser().parse_args(argv))
     except KeyboardInterrupt:
-        if args.debug:
+        if debug:
             raise
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if args.debug:
+        if debug:
             raise
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 1

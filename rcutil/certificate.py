@@ -103,14 +103,16 @@ def _trace(model, X: torch.Tensor) -> list[list[dict[str, float]]]:
     return traces
 
 
-def feature_bounds(model, X: torch.Tensor, r: float, trace=None) -> tuple[float, float, float]:
-    """``(G_H, K_H, H_bound)`` for ``theta -> H`` on the ball of radius ``r`` (eq. ``conv-GH``).
+def feature_jets(model, X: torch.Tensor, r: float, trace=None
+                 ) -> list[list[bounds.Jet]]:
+    """Per sample ``p`` and block ``l``, the :class:`~rcutil.bounds.Jet` of
+    ``theta -> H_l`` (the output of block ``l`` for sample ``p``) on the ball of radius
+    ``r``.
 
-    Per sample ``p`` a :class:`~rcutil.bounds.Jet` runs through the blocks, with every weight
-    matrix of spectral norm at most ``||W^0||_2 + r``; then ``G_H^2 = lambda_max(sum_p g_p
-    g_p^T)`` (the squared spectral norm of the matrix with rows ``g_p``),
-    ``K_H^2 = sum_p lambda_max(Hq_p)^2`` and ``H_bound^2 = sum_p value_p^2``. Value bounds are
-    tightened around the norms at ``theta_0`` (``trace``, computed if not given).
+    Every block composes the rules with its own radii ``||W^0||_2 + r`` and its own
+    norms at ``theta_0`` (``trace``, computed if not given); its input is the jet of the
+    block before (for the first, the constant ``X_p``). Parameter index ``5 l + k`` is
+    weight ``k`` of block ``l`` in the order ``W_Q, W_K, W_V, W_1, W_2``.
     """
     if not (math.isfinite(r) and r >= 0):
         raise ValueError(f"r (the ball radius) must be finite and non-negative, got {r!r}")
@@ -118,15 +120,35 @@ def feature_bounds(model, X: torch.Tensor, r: float, trace=None) -> tuple[float,
     X = check_input(X, model.d)
     trace = _trace(model, X) if trace is None else trace
     n_params = len(BLOCK_NAMES) * model.n_layers
-    radii = [{k: float(sigma_max(getattr(blk, k))) + r for k in BLOCK_NAMES} for blk in model.blocks]
+    radii = [{k: float(sigma_max(getattr(blk, k))) + r for k in BLOCK_NAMES}
+             for blk in model.blocks]
     jets = []
     for p in range(X.shape[0]):
         jet = bounds.jet_const(float(sigma_max(X[p])), tuple(X[p].shape), n_params)
+        per_block = []
         for l in range(model.n_layers):
             jet = bounds.jet_block(jet, radii[l], len(BLOCK_NAMES) * l, n_params, d=model.d,
-                                   d_qk=model.d_qk, d_F=model.d_F, beta=model.beta, tau=model.tau,
-                                   norms0=trace[p][l], r=r, activation=model.activation)
-        jets.append(jet)
+                                   d_qk=model.d_qk, d_F=model.d_F, beta=model.beta,
+                                   tau=model.tau, norms0=trace[p][l], r=r,
+                                   activation=model.activation)
+            per_block.append(jet)
+        jets.append(per_block)
+    return jets
+
+
+def feature_bounds(model, X: torch.Tensor, r: float, trace=None
+                   ) -> tuple[float, float, float]:
+    """``(G_H, K_H, H_bound)`` for ``theta -> H`` on the ball of radius ``r`` (eq.
+    ``conv-GH``).
+
+    Per sample ``p`` a :class:`~rcutil.bounds.Jet` runs through the blocks
+    (:func:`feature_jets`), with every weight matrix of spectral norm at most
+    ``||W^0||_2 + r``; then ``G_H^2 = lambda_max(sum_p g_p g_p^T)`` (the squared
+    spectral norm of the matrix with rows ``g_p``), ``K_H^2 = sum_p lambda_max(Hq_p)^2``
+    and ``H_bound^2 = sum_p value_p^2``. Value bounds are tightened around the norms at
+    ``theta_0`` (``trace``, computed if not given).
+    """
+    jets = [per_block[-1] for per_block in feature_jets(model, X, r, trace)]
     G_H = float(np.linalg.norm(np.stack([j.g for j in jets]), 2))
     K_H = math.sqrt(sum(j.second**2 for j in jets))
     H_bound = math.sqrt(sum(j.value**2 for j in jets))

@@ -1,26 +1,30 @@
-"""Find the book's data files: a data folder, else a user cache, else a verified download.
+"""Find the book's data files: a data folder, else a user cache, else a download.
 
 Every file is named by its path relative to a data root (``sst2/train.tsv``,
-``gpt2_tokenizer/vocab.json``, ...). :func:`find` looks
+``gpt2_tokenizer/vocab.json``, ...) and described by an :class:`Asset` of the registry
+:data:`ASSETS`. :func:`find` looks
 
 1. in the folder named by ``$RCUTIL_DATA_DIR`` (when set, it must exist);
 2. in the user cache, ``$RCUTIL_CACHE_DIR`` or ``~/.cache/rcutil``;
 3. on the network, at the asset's canonical URL: the download goes to a temporary folder
-   beside the cached file, is checked (sha256, or the asset's own structure check where no
-   checksum is known) and only then renamed into the cache, so an interrupted download never
-   leaves a broken file. A connection that stalls for :data:`TIMEOUT_S` seconds is dropped;
-   a failed attempt is retried :data:`ATTEMPTS` times in all, with a growing pause; one
-   process downloads a file while any other waits for it (a file lock), and the temporary
-   folders a killed download left behind are removed by the next download of that file.
+   beside the cached file, is checked (sha256, or the asset's own structure check where
+   no checksum is known) and only then renamed into the cache, so an interrupted
+   download never leaves a broken file. A connection that stalls for :data:`TIMEOUT_S`
+   seconds is dropped; a failed attempt is retried :data:`ATTEMPTS` times in all, with a
+   growing pause; one process downloads a file while any other waits for it (a file
+   lock), and the temporary files a killed download left behind are removed by the next
+   one of that file.
 
 A file that is present but does not match its checksum is never used: :class:`DataError`
-names the file, the checksum expected and found, and how to fix it.
+names the file, the checksum expected and found, and how to fix it. So does a folder or
+a broken link where a file should be.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import http.client
+import importlib
 import os
 import shutil
 import tempfile
@@ -35,70 +39,96 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from . import env
+
 DATA_DIR_ENV = "RCUTIL_DATA_DIR"
 CACHE_DIR_ENV = "RCUTIL_CACHE_DIR"
 #: Seconds a download may wait to connect, and then for each block of bytes.
 TIMEOUT_S = 30.0
-#: Download attempts in all (the first and the retries), and the pause before retry k (k s).
+#: Download attempts in all (the first and the retries), and the pause before retry k
+#: (k times this many seconds).
 ATTEMPTS = 3
 BACKOFF_S = 2.0
-_TMP_PREFIX = ".download-"
+#: Prefixes of the temporary files and folders beside a cached file, while it is
+#: downloaded or derived (``.download-<name>-...``); removed by the next one.
+_TMP_PREFIXES = (".download-", ".derive-")
 
 
 class DataError(RuntimeError):
     """A data file is missing, corrupt or malformed; the message says how to fix it."""
 
 
+#: A check or a maker of a file: a function, or ``"module:function"``, imported when
+#: first called (the Jena checks live in :mod:`rcutil.jena_data`, which imports this
+#: module).
+Function = Callable | str
+
+
 @dataclass(frozen=True)
 class Asset:
     """A data file: where it lives relative to a data root and how to get and check it.
 
-    ``url`` is the canonical download; if it is a zip archive, ``member`` names the file in
-    it. ``sha256`` is the expected checksum of the file itself (not of the archive); when it
-    is not known, ``validate`` (a function of the path that raises :class:`DataError`) checks
-    the structure, and the checksum of the first verified download is recorded beside the
-    cached file and enforced from then on. ``size`` (bytes), when known, is checked before the
-    checksum (a cheap first test of a large file) and against the server's Content-Length
-    before a download starts.
+    ``url`` is the canonical download; if it is a zip archive, ``member`` names the file
+    in it. ``sha256`` is the expected checksum of the file itself (not of the archive);
+    when it is not known, ``validate`` (a function of the path that raises
+    :class:`DataError`) checks the structure, and the checksum of the first verified
+    download is recorded beside the cached file (``<name>.sha256``) and enforced from
+    then on. ``size`` (bytes), when known, is checked before the checksum (a cheap first
+    test of a large file) and against the server's Content-Length before a download.
     """
 
     relpath: str
     url: str | None
     sha256: str | None = None
     member: str | None = None
-    validate: Callable[[Path], None] | None = None
+    validate: Function | None = None
     size: int | None = None
-    #: A derived asset has no URL: it is made from the asset ``source`` (its relative path) by
-    #: ``derive(source_path, out_path)``, then checked like a download (see :func:`derive`).
+    #: A derived asset has no URL: it is made from the asset ``source`` (its relative
+    #: path) by ``derive(source_path, out_path)``, then checked like a download.
     source: str | None = None
-    derive: Callable[[Path, Path], None] | None = None
+    derive: Function | None = None
+
+
+def _call(function: Function, *args):
+    if isinstance(function, str):
+        module, _, name = function.partition(":")
+        function = getattr(importlib.import_module(module), name)
+    return function(*args)
 
 
 SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
 GPT2_URL = "https://huggingface.co/openai-community/gpt2/resolve/main/"
-JENA_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/jena_climate_2009_2016.csv.zip"
+JENA_URL = ("https://storage.googleapis.com/tensorflow/tf-keras-datasets/"
+            "jena_climate_2009_2016.csv.zip")
+JENA_FILE = "jena_climate/jena_climate_2009_2016.csv"
+#: The ``ci`` profile's excerpt: the first 154 rows of :data:`JENA_FILE`, made from it.
+JENA_EXCERPT = "jena_climate/jena_climate_2009_2016_head154.csv"
 
-#: The registry: relative path -> asset. Experiment modules may register more with :func:`register`.
-ASSETS: dict[str, Asset] = {}
+#: The registry: relative path -> asset.
+ASSETS: dict[str, Asset] = {asset.relpath: asset for asset in (
+    Asset("sst2/train.tsv", SST2_URL,
+          "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
+          "SST-2/train.tsv"),
+    Asset("sst2/dev.tsv", SST2_URL,
+          "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
+          "SST-2/dev.tsv"),
+    Asset("gpt2_tokenizer/vocab.json", GPT2_URL + "vocab.json",
+          "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"),
+    Asset("gpt2_tokenizer/merges.txt", GPT2_URL + "merges.txt",
+          "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"),
+    # the archive's CSV has no published checksum: its structure is checked and the
+    # checksum of the first verified download is recorded
+    Asset(JENA_FILE, JENA_URL, member="jena_climate_2009_2016.csv",
+          validate="rcutil.jena_data:check_structure"),
+    Asset(JENA_EXCERPT, None, validate="rcutil.jena_data:check_fixture",
+          source=JENA_FILE, derive="rcutil.jena_data:derive_fixture"),
+)}
 
 
 def register(asset: Asset) -> Asset:
     """Add (or replace) an asset in the registry and return it."""
     ASSETS[asset.relpath] = asset
     return asset
-
-
-for _asset in (
-    Asset("sst2/train.tsv", SST2_URL,
-          "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1", "SST-2/train.tsv"),
-    Asset("sst2/dev.tsv", SST2_URL,
-          "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0", "SST-2/dev.tsv"),
-    Asset("gpt2_tokenizer/vocab.json", GPT2_URL + "vocab.json",
-          "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"),
-    Asset("gpt2_tokenizer/merges.txt", GPT2_URL + "merges.txt",
-          "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"),
-):
-    register(_asset)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -112,20 +142,19 @@ def sha256sum(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def cache_dir() -> Path:
-    """The user cache: ``$RCUTIL_CACHE_DIR``, else ``$XDG_CACHE_HOME/rcutil``, else ``~/.cache/rcutil``.
-
-    It need not exist yet (it is created on the first download), but it must not be a file.
-    """
-    if os.environ.get(CACHE_DIR_ENV, "").strip():
-        path, source = Path(os.environ[CACHE_DIR_ENV].strip()).expanduser(), CACHE_DIR_ENV
+    """The user cache: ``$RCUTIL_CACHE_DIR``, else ``$XDG_CACHE_HOME/rcutil``, else
+    ``~/.cache/rcutil``. It need not exist yet (it is created on the first download),
+    but it must not be a file."""
+    value = env.raw(CACHE_DIR_ENV)
+    if value is not None:
+        path, source = Path(value).expanduser(), CACHE_DIR_ENV
     else:
-        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        base = env.raw("XDG_CACHE_HOME") or Path.home() / ".cache"
         path, source = Path(base) / "rcutil", "the default cache"
     if path.exists() and not path.is_dir():
         raise DataError(
             f"{source} {path} is a file, not a folder: set {CACHE_DIR_ENV} to a folder "
-            f"(it is created when missing), or move the file away."
-        )
+            f"(it is created when missing), or move the file away.")
     return path
 
 
@@ -134,22 +163,82 @@ def data_dir() -> Path | None:
 
     A variable that names no folder is an error, never a silent fall-back to downloads.
     """
-    value = os.environ.get(DATA_DIR_ENV, "").strip()
-    if not value:
+    value = env.raw(DATA_DIR_ENV)
+    if value is None:
         return None
     path = Path(value).expanduser()
     if not path.is_dir():
         problem = "is a file, not a folder" if path.exists() else "does not exist"
         raise DataError(
-            f"{DATA_DIR_ENV}={value} {problem}: set it to the folder that holds the data files "
-            f"(sst2/, gpt2_tokenizer/, jena_climate/), or unset it to use the cache "
-            f"{cache_dir()} and downloads."
-        )
+            f"{DATA_DIR_ENV}={value} {problem}: set it to the folder that holds the "
+            f"data files (sst2/, gpt2_tokenizer/, jena_climate/), or unset it to use "
+            f"the cache {cache_dir()} and downloads.")
     return path
+
+
+def _present(root: Path, relpath: str) -> bool:
+    """Whether the data file ``relpath`` is in the folder ``root``. Something else where
+    it should be (a folder, a broken link, a file where a folder of its path should be)
+    is a :class:`DataError` that says what it is, not a missing file."""
+    path = root / relpath
+    if path.is_file():
+        return True
+    here = root
+    for name in Path(relpath).parts:
+        here = here / name
+        if here.is_symlink() and not here.exists():
+            what = f"a link to {os.readlink(here)}, which does not exist"
+        elif not here.exists():
+            return False
+        elif here == path:
+            what = "a folder" if here.is_dir() else "not a regular file"
+        elif not here.is_dir():
+            what = "a file, not a folder"
+        else:
+            continue
+        raise DataError(f"{here} is {what}, where the data file {relpath} should be "
+                        f"{path}: remove or replace it.")
+    return False
 
 
 def _recorded_checksum_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
+
+
+def _recorded_checksum(path: Path) -> str | None:
+    """The checksum recorded beside ``path`` at its download, or ``None``."""
+    record = _recorded_checksum_path(path)
+    if not record.exists():
+        return None
+    fields = record.read_text(errors="replace").split()
+    digest = fields[0].lower() if fields else ""
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise DataError(f"{record} is not a sha256 record of {path.name} (64 hex "
+                        f"digits, then the name): delete it; {path.name} is then "
+                        f"checked by its structure.")
+    return digest
+
+
+def _remove_litter(folder: Path, name: str) -> None:
+    """Remove what a killed download or derivation of ``name`` left in ``folder``."""
+    for prefix in _TMP_PREFIXES:
+        for litter in folder.glob(f"{prefix}{name}-*"):
+            if litter.is_dir() and not litter.is_symlink():
+                shutil.rmtree(litter, ignore_errors=True)
+            else:
+                litter.unlink(missing_ok=True)
+
+
+def _record_checksum(path: Path, digest: str) -> None:
+    """Write ``<name>.sha256`` beside ``path`` atomically."""
+    prefix = f"{_TMP_PREFIXES[0]}{path.name}-"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{digest}  {path.name}\n")
+        os.replace(tmp, _recorded_checksum_path(path))
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def _remedy(asset: Asset) -> str:
@@ -160,45 +249,86 @@ def _remedy(asset: Asset) -> str:
         fetch = f"Delete it and run again to make it anew from {asset.source}"
     else:
         fetch = "Replace it with a correct copy"
-    return f"{fetch}, or point {DATA_DIR_ENV} at a folder with the correct {asset.relpath}."
+    return (f"{fetch}, or point {DATA_DIR_ENV} at a folder with the correct "
+            f"{asset.relpath}.")
 
 
-def verify(path: Path, asset: Asset, *, label: str | None = None, remedy: str | None = None) -> Path:
-    """Check ``path`` against the asset's checksum (or structure); raise :class:`DataError` if wrong.
+def _validate(path: Path, asset: Asset, label: str) -> None:
+    """The asset's structure check, its messages naming ``label`` for ``path``."""
+    try:
+        _call(asset.validate, path)
+    except DataError as exc:
+        if label == str(path):
+            raise
+        raise type(exc)(str(exc).replace(str(path), label)) from exc
 
-    ``label`` names the file in messages (default: its path) and ``remedy`` says what to do
-    (default: :func:`_remedy`); a download passes both, since its temporary path means nothing
-    to the user.
+
+def _record_mismatch(path: Path, asset: Asset, actual: str, recorded: str,
+                     remedy: str) -> DataError:
+    """A file that does not match the checksum recorded beside it: a stale record when
+    the file passes the structure check, else a corrupt file. Either way the record is
+    named, and what to delete."""
+    record = _recorded_checksum_path(path)
+    if asset.validate is not None:
+        try:
+            _call(asset.validate, path)
+        except DataError:
+            pass
+        else:
+            return DataError(
+                f"{path} passes the structure check but not the sha256 recorded in "
+                f"{record} at its download ({recorded}; the file has {actual}): if you "
+                f"replaced {path.name} on purpose, delete {record}; otherwise delete "
+                f"both and run again to download a fresh copy.")
+    return DataError(
+        f"{path} is corrupt: its sha256 is {actual}, expected {recorded} (recorded in "
+        f"{record} at its download). {remedy} If you replaced it on purpose, delete "
+        f"{record} instead.")
+
+
+def verify(path: Path, asset: Asset, *, label: str | None = None,
+           remedy: str | None = None, record: bool = False) -> Path:
+    """Check ``path`` against the asset's checksum, else its structure; raise
+    :class:`DataError` if wrong, else return ``path``.
+
+    A pinned or recorded checksum vouches for the structure (it was checked when the
+    checksum was taken), so the structure check runs only when no checksum is known;
+    with ``record`` (the cache) its checksum is then recorded. ``label`` names the file
+    in messages (default: its path) and ``remedy`` says what to do (default:
+    :func:`_remedy`); a download passes both, since its temporary path means nothing to
+    the user.
     """
     label = label or str(path)
     remedy = remedy or _remedy(asset)
-    if path.stat().st_size == 0:
+    size = path.stat().st_size
+    if size == 0:
         raise DataError(f"{label} is empty (0 bytes). {remedy}")
-    if asset.size is not None and path.stat().st_size != asset.size:
-        raise DataError(f"{label} is incomplete or wrong: it has {path.stat().st_size:,} bytes, expected "
-                        f"{asset.size:,}. {remedy}")
-    expected = asset.sha256
-    if expected is None:
-        recorded = _recorded_checksum_path(path)
-        if recorded.exists():
-            expected = recorded.read_text().split()[0]
-    if expected is not None:
+    if asset.size is not None and size != asset.size:
+        raise DataError(f"{label} is incomplete or wrong: it has {size:,} bytes, "
+                        f"expected {asset.size:,}. {remedy}")
+    if asset.sha256 is not None:
         actual = sha256sum(path)
-        if actual != expected:
-            raise DataError(f"{label} is corrupt: its sha256 is {actual}, expected {expected}. {remedy}")
+        if actual != asset.sha256:
+            raise DataError(f"{label} is corrupt: its sha256 is {actual}, expected "
+                            f"{asset.sha256}. {remedy}")
+        return path
+    recorded = _recorded_checksum(path)
+    if recorded is not None:
+        actual = sha256sum(path)
+        if actual != recorded:
+            raise _record_mismatch(path, asset, actual, recorded, remedy)
+        return path
     if asset.validate is not None:
-        try:
-            asset.validate(path)
-        except DataError as exc:
-            if label == str(path):
-                raise
-            raise type(exc)(str(exc).replace(str(path), label)) from exc
+        _validate(path, asset, label)
+    if record:
+        with contextlib.suppress(OSError):  # unwritable: checked again next time
+            _record_checksum(path, sha256sum(path))
     return path
 
 
 @contextlib.contextmanager
 def _exclusive(lock: Path):
-    """Hold an exclusive lock on the file ``lock`` (POSIX; elsewhere no lock) for the block."""
+    """Hold an exclusive lock on the file ``lock`` (POSIX; elsewhere no lock)."""
     try:
         import fcntl
     except ImportError:  # no POSIX locks (Windows)
@@ -212,24 +342,49 @@ def _exclusive(lock: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def _staging(dest: Path, prefix: str):
+    """Hold the lock of ``dest`` and yield a new temporary folder beside it (removed
+    afterwards); what a killed download or derivation of ``dest`` left there is
+    removed first. The block renames its verified file to ``dest``."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"cannot create the cache folder {dest.parent} "
+                        f"({exc.strerror}): set {CACHE_DIR_ENV} to a folder you can "
+                        f"write to.") from exc
+    with _exclusive(dest.with_name(f".{dest.name}.lock")):
+        _remove_litter(dest.parent, dest.name)
+        tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent,
+                                        prefix=f"{prefix}{dest.name}-"))
+        try:
+            yield tmp_dir
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
 def _retryable(exc: BaseException) -> bool:
-    """Whether another attempt may succeed: not for a missing page (HTTP 4xx but 408 and 429)
-    nor for a local file URL."""
+    """Whether another attempt may succeed: not for a missing page (HTTP 4xx but 408 and
+    429) nor for a local file URL."""
     if isinstance(exc, urllib.error.HTTPError):
         return exc.code >= 500 or exc.code in (408, 429)
-    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, (FileNotFoundError, PermissionError)):
+    if isinstance(exc, urllib.error.URLError) and \
+            isinstance(exc.reason, (FileNotFoundError, PermissionError)):
         return False
     return True
 
 
 def _fetch(url: str, out: Path, *, progress: bool, size: int | None = None) -> None:
-    """Copy ``url`` to the file ``out`` (one attempt); raise ``OSError`` or ``HTTPException``,
-    or :class:`DataError` (not retried) when the server announces another length than ``size``."""
-    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, open(out, "wb") as f:
+    """Copy ``url`` to the file ``out`` (one attempt); raise ``OSError`` or
+    ``HTTPException``, or :class:`DataError` (not retried) when the server announces
+    another length than ``size``."""
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, \
+            open(out, "wb") as f:
         total = int(response.headers.get("Content-Length") or 0) or None
         if size is not None and total is not None and total != size:
-            raise DataError(f"{url} announces {total:,} bytes, but the file has {size:,}: the server "
-                            f"holds a different file; nothing was downloaded")
+            raise DataError(f"{url} announces {total:,} bytes, but the file has "
+                            f"{size:,}: the server holds a different file; nothing was "
+                            f"downloaded")
         got = 0
         with tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
                   desc=f"download {Path(url).name}") as bar:
@@ -246,118 +401,117 @@ def _fetch_with_retries(asset: Asset, out: Path, dest: Path, *, progress: bool) 
         try:
             _fetch(asset.url, out, progress=progress, size=asset.size)
             return
-        except (OSError, http.client.HTTPException) as exc:  # URLError and timeouts are OSErrors
+        except (OSError, http.client.HTTPException) as exc:  # URLError is an OSError
             if attempt < ATTEMPTS and _retryable(exc):
                 time.sleep(BACKOFF_S * attempt)
                 continue
             cause = exc.reason if isinstance(exc, urllib.error.URLError) and \
                 isinstance(exc.reason, BaseException) else exc
-            reason = f"no answer within {TIMEOUT_S:g} s" if isinstance(cause, TimeoutError) else \
-                f"{type(exc).__name__}: {exc}"
+            reason = (f"no answer within {TIMEOUT_S:g} s"
+                      if isinstance(cause, TimeoutError)
+                      else f"{type(exc).__name__}: {exc}")
             tries = f" after {attempt} attempts" if attempt > 1 else ""
+            expected = asset.sha256 or "not known (the structure is checked)"
             raise DataError(
-                f"{asset.relpath} is missing and could not be downloaded from {asset.url}{tries} "
-                f"({reason}). Expected sha256: {asset.sha256 or 'not known (the structure is checked)'}. "
-                f"Without network, put the file at {dest} or set {DATA_DIR_ENV} to a folder that "
-                f"holds {asset.relpath}."
-            ) from exc
+                f"{asset.relpath} is missing and could not be downloaded from "
+                f"{asset.url}{tries} ({reason}). Expected sha256: {expected}. "
+                f"Without network, put the file at {dest} or set {DATA_DIR_ENV} to a "
+                f"folder that holds {asset.relpath}.") from exc
 
 
 def _extract(asset: Asset, archive: Path, out: Path) -> None:
-    """Copy member ``asset.member`` of the zip ``archive`` to ``out``; errors name the URL."""
+    """Copy member ``asset.member`` of the zip ``archive`` to ``out``; errors name the
+    URL."""
     where = f"member {asset.member} of the archive downloaded from {asset.url}"
     try:
-        with zipfile.ZipFile(archive) as zf, zf.open(asset.member) as src, open(out, "wb") as f:
+        with zipfile.ZipFile(archive) as zf, zf.open(asset.member) as src, \
+                open(out, "wb") as f:
             shutil.copyfileobj(src, f)
     except KeyError:
-        raise DataError(f"the archive downloaded from {asset.url} has no member {asset.member}: "
-                        f"the published archive has changed; put {asset.relpath} in "
-                        f"{DATA_DIR_ENV} by hand.") from None
+        raise DataError(f"the archive downloaded from {asset.url} has no member "
+                        f"{asset.member}: the published archive has changed; put "
+                        f"{asset.relpath} in {DATA_DIR_ENV} by hand.") from None
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-        raise DataError(f"the {where} is damaged ({exc}); nothing was kept: run again to download "
-                        f"it anew, or put {asset.relpath} in {DATA_DIR_ENV} by hand.") from exc
+        raise DataError(f"the {where} is damaged ({exc}); nothing was kept: run "
+                        f"again to download it anew, or put {asset.relpath} in "
+                        f"{DATA_DIR_ENV} by hand.") from exc
 
 
 def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
     """Download ``asset`` to ``dest`` atomically and verify it; return ``dest``.
 
-    The bytes go to a temporary folder beside ``dest``; a zip member is extracted there too;
-    only a verified file is renamed to ``dest``. Where no checksum is known, the checksum of
-    this verified download is recorded in ``dest.sha256``. A lock makes a second process wait
-    for the first one's download and then use it.
+    The bytes go to a temporary folder beside ``dest``; a zip member is extracted there
+    too; only a verified file is renamed to ``dest``. Where no checksum is known, the
+    checksum of this verified download is recorded in ``dest.sha256``. A lock makes a
+    second process wait for the first one's download and then use it.
     """
     if asset.url is None:
         raise DataError(
-            f"{asset.relpath} is missing (expected sha256 {asset.sha256}) and has no download URL. "
-            f"Put it at {dest}, or set {DATA_DIR_ENV} to a folder that holds {asset.relpath}."
-        )
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataError(f"cannot create the cache folder {dest.parent} ({exc.strerror}): set "
-                        f"{CACHE_DIR_ENV} to a folder you can write to.") from exc
-    with _exclusive(dest.with_name(f".{dest.name}.lock")):
+            f"{asset.relpath} is missing (expected sha256 {asset.sha256}) and has no "
+            f"download URL. Put it at {dest}, or set {DATA_DIR_ENV} to a folder that "
+            f"holds {asset.relpath}.")
+    with _staging(dest, _TMP_PREFIXES[0]) as tmp_dir:
         if dest.is_file():  # another process downloaded it while this one waited
             return verify(dest, asset)
-        prefix = f"{_TMP_PREFIX}{dest.name}-"
-        for litter in dest.parent.glob(prefix + "*"):  # left by a killed download
-            shutil.rmtree(litter, ignore_errors=True)
-        tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=prefix))
-        try:
-            raw = tmp_dir / "raw"
-            _fetch_with_retries(asset, raw, dest, progress=progress)
-            got, label = raw, f"the file downloaded from {asset.url}"
-            if asset.member is not None:
-                got, label = tmp_dir / "member", f"the member {asset.member} of the archive from {asset.url}"
-                _extract(asset, raw, got)
-            verify(got, asset, label=label,
-                   remedy=f"It was not kept. Run again; if it persists, the published file has "
-                          f"changed: put a correct {asset.relpath} in {DATA_DIR_ENV}.")
-            if asset.sha256 is None:
-                _recorded_checksum_path(dest).write_text(f"{sha256sum(got)}  {dest.name}\n")
-            os.replace(got, dest)
-        finally:
-            shutil.rmtree(tmp_dir, ignore_errors=True)
+        raw = tmp_dir / "raw"
+        _fetch_with_retries(asset, raw, dest, progress=progress)
+        got, label = raw, f"the file downloaded from {asset.url}"
+        if asset.member is not None:
+            got = tmp_dir / "member"
+            label = f"the member {asset.member} of the archive from {asset.url}"
+            _extract(asset, raw, got)
+        verify(got, asset, label=label,
+               remedy=f"It was not kept. Run again; if it persists, the published "
+                      f"file has changed: put a correct {asset.relpath} in "
+                      f"{DATA_DIR_ENV}.")
+        if asset.sha256 is None:
+            _record_checksum(dest, sha256sum(got))
+        os.replace(got, dest)
     return dest
 
 
-def derive(asset: Asset, dest: Path, *, progress: bool = True, allow_download: bool = True) -> Path:
-    """Make the derived ``asset`` at ``dest`` atomically from its source, found with :func:`find`
-    (so downloaded when missing and ``allow_download``); verify it; return ``dest``."""
+def derive(asset: Asset, dest: Path, *, progress: bool = True,
+           allow_download: bool = True) -> Path:
+    """Make the derived ``asset`` at ``dest`` atomically from its source, found with
+    :func:`find` (so downloaded when missing and ``allow_download``); verify it; return
+    ``dest``."""
     try:
         source = find(asset.source, progress=progress, allow_download=allow_download)
     except DataError as exc:
-        raise DataError(f"{asset.relpath} is made from {asset.source}, which is not available: "
-                        f"{exc}") from exc
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".derive-"))
-    try:
+        raise DataError(f"{asset.relpath} is made from {asset.source}, which is not "
+                        f"available: {exc}") from exc
+    with _staging(dest, _TMP_PREFIXES[1]) as tmp_dir:
+        if dest.is_file():  # another process made it while this one waited
+            return verify(dest, asset)
         made = tmp_dir / dest.name
-        asset.derive(source, made)
+        _call(asset.derive, source, made)
         verify(made, asset, label=f"{asset.relpath} (made from {source})",
-               remedy=f"{source} does not hold the expected rows: delete it and run again to "
-                      f"download it anew, or point {DATA_DIR_ENV} at a folder with the correct "
-                      f"{asset.relpath}.")
+               remedy=f"{source} does not hold the expected rows: delete it and "
+                      f"run again to download it anew, or point {DATA_DIR_ENV} at a "
+                      f"folder with the correct {asset.relpath}.")
         os.replace(made, dest)
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
     return dest
 
 
-def find(relpath: str, *, progress: bool = True, allow_download: bool = True) -> Path:
-    """The path of data file ``relpath``: data folder, else cache, else download (see module doc)."""
+def find(relpath: str, *, progress: bool = True,
+         allow_download: bool = True) -> Path:
+    """The path of data file ``relpath``: data folder, else cache, else download (see
+    the module docstring)."""
     if relpath not in ASSETS:
-        raise ValueError(f"unknown data file {relpath!r}: known files are {', '.join(sorted(ASSETS))}")
+        raise ValueError(f"unknown data file {relpath!r}: known files are "
+                         f"{', '.join(sorted(ASSETS))}")
     asset = ASSETS[relpath]
     root = data_dir()
-    if root is not None and (root / relpath).is_file():
+    if root is not None and _present(root, relpath):
         return verify(root / relpath, asset)
-    cached = cache_dir() / relpath
-    if cached.is_file():
-        return verify(cached, asset)
+    cache = cache_dir()
+    cached = cache / relpath
+    if _present(cache, relpath):
+        return verify(cached, asset, record=True)
     if asset.derive is not None:
         return derive(asset, cached, progress=progress, allow_download=allow_download)
     if not allow_download:
         where = f"{root / relpath} or {cached}" if root else str(cached)
-        raise DataError(f"{relpath} is missing: looked in {where}; downloads are switched off.")
+        raise DataError(f"{relpath} is missing: looked in {where}; downloads are "
+                        f"switched off.")
     return download(asset, cached, progress=progress)

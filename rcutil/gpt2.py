@@ -58,6 +58,8 @@ class GPT2Config:
     residual: bool = True
     layer_norm_eps: float = 1e-5
     init_std: float = 0.02
+    #: scale the blocks' output projections by ``1/sqrt(2 n_layer)`` at initialisation
+    scaled_projections: bool = True
 
     def __post_init__(self):
         for name in ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "context", "n_classes"):
@@ -163,18 +165,21 @@ class GPT2Classifier(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, seed: int | None = 0) -> None:
-        """GPT-2's initialisation: N(0, 0.02^2) weights, zero biases, the output projections
-        of each block scaled by ``1/sqrt(2 n_layer)``; LayerNorms at (1, 0). ``seed`` makes
-        it deterministic (``None``: use the global generator)."""
+        """GPT-2's initialisation: N(0, 0.02^2) weights, zero biases, the output
+        projections of each block scaled by ``1/sqrt(2 n_layer)`` (unless
+        ``cfg.scaled_projections`` is false); LayerNorms at (1, 0). ``seed`` makes it
+        deterministic (``None``: use the global generator)."""
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         std = self.cfg.init_std
+        proj = 1 / math.sqrt(2 * self.cfg.n_layer)
+        proj = proj if self.cfg.scaled_projections else 1.0
         for name, p in self.named_parameters():
             if name.endswith("bias"):
                 p.zero_()
             elif ".ln_" in name or name.startswith("ln_"):
                 p.fill_(1.0)
             else:
-                scale = 1 / math.sqrt(2 * self.cfg.n_layer) if name.endswith("c_proj.weight") else 1.0
+                scale = proj if name.endswith("c_proj.weight") else 1.0
                 p.copy_(torch.randn(p.shape, generator=gen) * (std * scale))
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None, *,

@@ -29,23 +29,23 @@ ten minutes; dates are written ``%d.%m.%Y %H:%M:%S``. The book's pipeline (chapt
 
 :func:`load` runs the whole pipeline on a file found through :mod:`rcutil.data`.
 
-Two files are known to :mod:`rcutil.data`: the full file (downloaded; its sha256 is recorded on
-the first verified download and enforced afterwards, with :func:`check_structure` on top) and
-the 154-row excerpt the ``ci`` profile reads, which is *derived* from the full file
+Two files are in the registry of :mod:`rcutil.data`: the full file (downloaded, checked
+by :func:`check_structure`, then by the sha256 recorded at that first download) and the
+154-row excerpt the ``ci`` profile reads, which is *derived* from the full file
 (:func:`derive_fixture`) and verified by a pinned digest of its parsed values
-(:func:`check_fixture`).
+(:func:`check_fixture`). A full-size synthetic file for tests and timing is written by
+``benchmarks/synthetic_jena.py``.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from . import data as _data
-from .data import Asset, DataError
+from .data import DataError
 
 #: The 14 features, in the file's column order.
 FEATURES = (
@@ -89,8 +89,8 @@ RANGES = {
 MAX_DISORDER_FRACTION = 0.01
 MAX_DISORDER_ROWS = 10
 
-FULL_FILE = "jena_climate/jena_climate_2009_2016.csv"
-FIXTURE_FILE = "jena_climate/jena_climate_2009_2016_head154.csv"
+FULL_FILE = _data.JENA_FILE
+FIXTURE_FILE = _data.JENA_EXCERPT
 #: The excerpt: the first rows of the full file, with LF line endings.
 FIXTURE_ROWS = 154
 #: sha256 of the excerpt's bytes (header and 154 rows, LF line endings).
@@ -223,44 +223,28 @@ def _check_ranges(values: np.ndarray, path: Path) -> None:
             + (f"; {more:,} more values are out of range" if more else "") + ". " + _RESTORE)
 
 
-_parsed: dict = {}
-
-
-def forget_parsed() -> None:
-    """Drop the kept parse (see :func:`read_csv`), so that the next read parses the file again."""
-    _parsed.clear()
-
-
 def read_csv(path, *, min_rows: int = 1) -> JenaTable:
     """Parse a file in the format of ``jena_climate_2009_2016.csv`` and check it.
 
-    Raises :class:`FileNotFoundError` for a missing file and :class:`JenaFormatError` (a
-    ``ValueError``) for a wrong header, fewer than ``min_rows`` data rows, a row with the wrong
-    number of fields, a date not in ``%d.%m.%Y %H:%M:%S``, a field that is not a finite number
-    or a value outside the physical range of its column (:data:`RANGES`); the message gives the
-    line and the column. Rows are returned in file order (see :func:`clean`). The arrays are
-    read-only: the parse of the last file read is kept, keyed by its path, size and time of
-    modification, so that checking a file and then loading it parses it once.
+    Raises :class:`FileNotFoundError` for a missing file and :class:`JenaFormatError`
+    (a ``ValueError``) for a wrong header, fewer than ``min_rows`` data rows, a row with
+    the wrong number of fields, a date not in ``%d.%m.%Y %H:%M:%S``, a field that is not
+    a finite number or a value outside the physical range of its column
+    (:data:`RANGES`); the message gives the line and the column. Rows are returned in
+    file order (see :func:`clean`).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
-            f"the Jena Climate file {path} does not exist. Set {_data.DATA_DIR_ENV} to the folder "
-            f"that holds {FULL_FILE}, or let rcutil.data download it into the cache."
-        )
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    table = _parsed.get(key)
-    if table is None:
-        table = _parse(path)
-        _parsed.clear()
-        _parsed[key] = table
+            f"the Jena Climate file {path} does not exist. Set {_data.DATA_DIR_ENV} to "
+            f"the folder that holds {FULL_FILE}, or let rcutil.data download it into "
+            f"the cache.")
+    table = _parse(path)
     if table.n_rows < min_rows:
         raise JenaFormatError(
-            f"{path} is too short: {table.n_rows:,} data rows, at least {min_rows:,} are needed "
-            f"(the full file has {N_ROWS:,}). Use the full jena_climate_2009_2016.csv or a "
-            f"smaller profile."
-        )
+            f"{path} is too short: {table.n_rows:,} data rows, at least {min_rows:,} "
+            f"are needed (the full file has {N_ROWS:,}). Use the full "
+            f"jena_climate_2009_2016.csv or a smaller profile.")
     return table
 
 
@@ -288,11 +272,8 @@ def _parse(path: Path) -> JenaTable:
     if not np.isfinite(values).all():
         raise _first_bad_number(rows, path)
     _check_ranges(values, path)
-    times.flags.writeable = False
-    values.flags.writeable = False
-    lines_of_rows = np.arange(2, len(rows) + 2)
-    lines_of_rows.flags.writeable = False
-    return JenaTable(path=path, times=times, values=values, lines=lines_of_rows)
+    return JenaTable(path=path, times=times, values=values,
+                     lines=np.arange(2, len(rows) + 2))
 
 
 def values_digest(table: JenaTable) -> str:
@@ -346,12 +327,6 @@ def check_fixture(path) -> None:
             f"run again: it is derived again from the full file {FULL_FILE} (found in "
             f"${_data.DATA_DIR_ENV} or the cache, or downloaded from {_data.JENA_URL})."
         )
-
-
-_data.register(Asset(FULL_FILE, _data.JENA_URL, sha256=None,
-                     member="jena_climate_2009_2016.csv", validate=check_structure))
-_data.register(Asset(FIXTURE_FILE, None, sha256=None, validate=check_fixture,
-                     source=FULL_FILE, derive=derive_fixture))
 
 
 # --------------------------------------------------------------------------- cleaning
@@ -545,94 +520,3 @@ def load(file: str, *, sampling: int, train_fraction: float, n: int, n_windows: 
         "target": TARGET,
     }
     return JenaData(X=X, Y=Y, mean=mean, std=std, info=info)
-
-
-# --------------------------------------------------------------------------- synthetic files
-def synthetic_series(rows: int = N_ROWS, *, seed: int = 0, start="2009-01-01T00:10:00",
-                     gaps: int = 0, duplicates: int = 0, swaps: int = 0,
-                     sentinels: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """A physically consistent stand-in for the Jena series, for tests and offline timing.
-
-    ``rows`` rows of ten-minute data from ``start``: temperature with a yearly and a daily cycle
-    and slow weather noise, pressure, relative humidity, and the quantities the station derives
-    from them (Magnus formula for the saturation vapour pressure, dew point, specific humidity,
-    water vapour concentration, potential temperature, air density), wind speed, gusts and
-    direction, rounded to two decimals like the file. Imperfections like the real file's can be
-    asked for: ``gaps`` missing steps, ``duplicates`` repeated rows, ``swaps`` pairs of adjacent
-    rows exchanged, ``sentinels`` wind speeds set to :data:`SENTINEL`; the row count stays
-    ``rows``. Returns ``(times, values)``.
-    """
-    rng = np.random.default_rng(seed)
-    grid = np.datetime64(start, "s") + np.arange(rows + gaps - duplicates) * STEP
-    if gaps:
-        keep = np.ones(len(grid), dtype=bool)
-        keep[rng.choice(np.arange(1, len(grid) - 1), size=gaps, replace=False)] = False
-        grid = grid[keep]
-    if duplicates:
-        at = np.sort(rng.choice(np.arange(1, len(grid)), size=duplicates, replace=False))
-        grid = np.insert(grid, at, grid[at - 1])
-    n = len(grid)
-    hours = (grid - grid[0]).astype(np.int64) / 3600.0
-
-    def weather(std, hours_scale):
-        """An AR(1) process with the given standard deviation and correlation time."""
-        a = np.exp(-1.0 / (6 * hours_scale))
-        noise = rng.normal(scale=std * np.sqrt(1 - a * a), size=n)
-        out = np.empty(n)
-        out[0] = rng.normal(scale=std)
-        for k in range(0, n, 256):        # a recurrence, vectorised within short blocks
-            block = noise[k:k + 256]
-            powers = a ** np.arange(1, len(block) + 1)
-            prev = out[k - 1] if k else out[0] / a
-            out[k:k + len(block)] = powers * (prev + np.cumsum(block / powers))
-        return out
-
-    day = hours / 24.0
-    T = (9.4 - 8.5 * np.cos(2 * np.pi * (day - 15) / 365.25)
-         - 3.5 * np.cos(2 * np.pi * (hours - 3) / 24.0) + weather(3.5, 48))
-    p = 989.0 + weather(8.0, 60)
-    rh = np.clip(76 + 12 * np.cos(2 * np.pi * (hours - 3) / 24.0) + weather(10.0, 12), 13, 100)
-    VPmax = 6.1078 * np.exp(17.27 * T / (T + 237.3))
-    VPact = rh / 100 * VPmax
-    VPdef = VPmax - VPact
-    g = np.log(VPact / 6.1078)
-    Tdew = 237.3 * g / (17.27 - g)
-    sh = 622.0 * VPact / (p - 0.378 * VPact)
-    H2OC = 1000.0 * VPact / p
-    Tpot = (T + 273.15) * (1000.0 / p) ** 0.286
-    rho = 100.0 * p / (287.05 * (T + 273.15)) * 1000.0
-    wv = np.abs(2.2 + weather(1.6, 6))
-    max_wv = wv * (1.4 + 0.3 * np.abs(rng.normal(size=n)))
-    wd = np.mod(180 + weather(90.0, 8), 360.0)
-    values = np.round(np.stack([p, T, Tpot, Tdew, rh, VPmax, VPact, VPdef, sh, H2OC, rho, wv,
-                                max_wv, wd], axis=1), 2)
-    values[:, FEATURES.index("VPdef (mbar)")] = np.maximum(values[:, FEATURES.index("VPdef (mbar)")], 0)
-    if swaps:
-        for i in rng.choice(np.arange(1, n - 2), size=swaps, replace=False):
-            grid[[i, i + 1]] = grid[[i + 1, i]]
-            values[[i, i + 1]] = values[[i + 1, i]]
-    if sentinels:
-        rows_ = rng.choice(n, size=sentinels, replace=False)
-        cols = rng.choice([FEATURES.index(c) for c in WIND_COLUMNS], size=sentinels)
-        values[rows_, cols] = SENTINEL
-    return grid, values
-
-
-def write_csv(path, times: np.ndarray, values: np.ndarray, *, newline: str = "\n") -> Path:
-    """Write rows in the exact format of ``jena_climate_2009_2016.csv`` (quoted header, dates
-    ``%d.%m.%Y %H:%M:%S``, two decimals), atomically."""
-    path = Path(path)
-    iso = np.asarray(times).astype("M8[s]").astype(str)
-    dates = [f"{s[8:10]}.{s[5:7]}.{s[0:4]} {s[11:19]}" for s in iso.tolist()]
-    fmt = ",".join(["%s"] + ["%.2f"] * len(FEATURES))
-    lines = [",".join(f'"{h}"' for h in HEADER)]
-    lines += [fmt % (d, *v) for d, v in zip(dates, np.asarray(values).tolist())]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(newline.join(lines) + newline)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path

@@ -1,11 +1,14 @@
 """SST-2 for the GPT-2 chapter: the GPT-2 byte-level BPE and the GLUE SST-2 TSV files.
 
-* :func:`gpt2_tokenizer` builds the GPT-2 tokenizer with Hugging Face ``tokenizers`` from
-  ``gpt2_tokenizer/vocab.json`` and ``gpt2_tokenizer/merges.txt``, found (and checksummed)
-  by :func:`rcutil.data.find`. ``"Hello world"`` encodes to ``[15496, 995]``.
-* :func:`read_tsv` reads a GLUE SST-2 file: a header ``sentence<TAB>label``, then one row per
-  sentence whose text ends with a space before the tab (stripped here) and whose label is
-  0 or 1. A malformed row raises :class:`rcutil.data.DataError` naming the file and line.
+* :func:`gpt2_tokenizer` builds the GPT-2 tokenizer with Hugging Face ``tokenizers``
+  from ``gpt2_tokenizer/vocab.json`` and ``gpt2_tokenizer/merges.txt``, found (and
+  checksummed) by :func:`rcutil.data.find`, or from two files given; either way
+  :func:`check_tokenizer_files` checks them against each other first.
+  ``"Hello world"`` encodes to ``[15496, 995]``.
+* :func:`read_tsv` reads a GLUE SST-2 file: a header ``sentence<TAB>label``, then one
+  row per sentence whose text ends with a space before the tab (stripped here) and whose
+  label is 0 or 1. A file without rows, text that is not UTF-8 or a malformed row raises
+  :class:`rcutil.data.DataError` naming the file and the line.
 * :func:`load_split` ties the two together; :func:`pad_batch` turns token lists into a
   right-padded ``(B, T)`` tensor plus the lengths that the classification head needs.
 * :func:`vocabulary` lists the GPT-2 ids that occur in the data (a few thousand of the 50,257)
@@ -16,6 +19,7 @@
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,11 +36,101 @@ SPLITS = {"train": "sst2/train.tsv", "dev": "sst2/dev.tsv"}
 TOKENIZER_FILES = ("gpt2_tokenizer/vocab.json", "gpt2_tokenizer/merges.txt")
 
 
+_GET_FILES = ("call gpt2_tokenizer() without arguments for the verified copies that "
+              "rcutil.data finds or downloads")
+
+
+def _read_vocab(path: Path) -> dict[str, int]:
+    """``vocab.json``: a JSON object of token -> id; :class:`DataError` naming the file
+    (and the line of a JSON error) otherwise."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+        vocab = json.loads(text)
+    except OSError as exc:
+        raise DataError(f"cannot read the GPT-2 vocabulary {path} ({exc.strerror}): "
+                        f"{_GET_FILES}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text (byte {exc.start:,}): it is not "
+                        f"GPT-2's vocab.json; {_GET_FILES}") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}, line {exc.lineno}: not JSON ({exc.msg}); it is "
+                        f"truncated or not GPT-2's vocab.json: {_GET_FILES}") from None
+    if not isinstance(vocab, dict) or not vocab or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in vocab.items()):
+        raise DataError(f"{path} is not a vocabulary (a JSON object of token -> id, "
+                        f"ids from 0): {_GET_FILES}")
+    if len(set(vocab.values())) != len(vocab):
+        raise DataError(f"{path} gives two tokens the same id: it is not GPT-2's "
+                        f"vocab.json; {_GET_FILES}")
+    return vocab
+
+
+_CUT = "the file is cut short in this line"
+
+
+def _special(token: str) -> bool:
+    return token.startswith("<|") and token.endswith("|>")
+
+
+def check_tokenizer_files(vocab: str | Path, merges: str | Path) -> None:
+    """Check GPT-2's ``vocab.json`` and ``merges.txt`` against each other; raise
+    :class:`DataError` naming the file and the line of the first fault.
+
+    ``merges.txt`` is a ``#version`` line, then one merge a line: two tokens separated
+    by a space. Each token and their concatenation must be in the vocabulary, and every
+    token of the vocabulary longer than one character (special tokens ``<|...|>`` aside)
+    must be made by exactly one merge: a file cut short misses the last ones.
+    """
+    vocab, merges = Path(vocab), Path(merges)
+    tokens = _read_vocab(vocab)
+    try:
+        raw = merges.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read the GPT-2 merges {merges} ({exc.strerror}): "
+                        f"{_GET_FILES}") from None
+    made: set[str] = set()
+    lines = raw.split(b"\n")
+    lineno = 0
+    for lineno, line in enumerate(lines, start=1):
+        cut = lineno == len(lines) and line  # a last line without its newline
+        try:
+            text = line.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{merges}, line {lineno}: not UTF-8 text (byte "
+                            f"{exc.start + 1} of the line): {_GET_FILES}") from None
+        if not text or (lineno == 1 and text.startswith("#version")):
+            continue
+        parts = text.split(" ")
+        if len(parts) != 2:
+            raise DataError(f"{merges}, line {lineno}: expected two tokens separated "
+                            f"by a space, got {text[:80]!r}; "
+                            f"{_CUT if cut else 'the file is damaged'}: {_GET_FILES}")
+        unknown = [t for t in (*parts, "".join(parts)) if t not in tokens]
+        if unknown:
+            why = _CUT if cut else "the two files do not belong together"
+            raise DataError(f"{merges}, line {lineno}: {unknown[0]!r} is not in "
+                            f"{vocab}: {why}; {_GET_FILES}")
+        made.add("".join(parts))
+    needed = {t for t in tokens if len(t) > 1 and not _special(t)}
+    if made != needed:
+        missing = len(needed - made)
+        raise DataError(f"{merges} ends at line {lineno} with {len(made):,} merges, "
+                        f"but {missing:,} of the {len(needed):,} tokens of {vocab} "
+                        f"longer than one character are made by none: the file is cut "
+                        f"short or not the one of this vocabulary; {_GET_FILES}")
+
+
 @lru_cache(maxsize=4)
 def _tokenizer_from_files(vocab: str, merges: str):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-    tok = Tokenizer(models.BPE.from_file(vocab, merges))
+    check_tokenizer_files(vocab, merges)
+    try:
+        bpe = models.BPE.from_file(vocab, merges)
+    except Exception as exc:  # tokenizers raises a bare Exception without the file name
+        raise DataError(f"the GPT-2 tokenizer cannot be read from {vocab} and {merges} "
+                        f"({exc}): {_GET_FILES}") from None
+    tok = Tokenizer(bpe)
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     return tok
@@ -45,8 +139,8 @@ def _tokenizer_from_files(vocab: str, merges: str):
 def gpt2_tokenizer(vocab: str | Path | None = None, merges: str | Path | None = None):
     """The GPT-2 byte-level BPE tokenizer (a ``tokenizers.Tokenizer``).
 
-    Without arguments the files come from :func:`rcutil.data.find`; no special tokens are
-    added when encoding, exactly like OpenAI's GPT-2 encoder.
+    Without arguments the files come from :func:`rcutil.data.find`; no special tokens
+    are added when encoding, exactly like OpenAI's GPT-2 encoder.
     """
     vocab = Path(vocab) if vocab is not None else find(TOKENIZER_FILES[0])
     merges = Path(merges) if merges is not None else find(TOKENIZER_FILES[1])
@@ -73,35 +167,47 @@ class SST2Split:
 
 
 def read_tsv(path: str | Path) -> SST2Split:
-    """Read a GLUE SST-2 TSV file; raise :class:`DataError` naming the line of a malformed row.
+    """Read a GLUE SST-2 TSV file; raise :class:`DataError` naming the file and the line
+    of the first fault.
 
-    A row must be ``sentence<TAB>label`` with a non-empty sentence and a label of 0 or 1;
-    the header must be ``sentence<TAB>label``. Line numbers count from 1 (the header).
+    The header must be ``sentence<TAB>label``, then at least one row ``sentence<TAB>
+    label`` with a non-empty sentence and a label of 0 or 1, in UTF-8. Line numbers
+    count from 1 (the header).
     """
     path = Path(path)
     sentences: list[str] = []
     labels: list[int] = []
-    with open(path, encoding="utf-8", newline="") as f:
+    header = "expected the header 'sentence<TAB>label'"
+    with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
-            line = raw.rstrip("\n").rstrip("\r")
+            try:
+                line = raw.decode("utf-8").rstrip("\n").rstrip("\r")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path}, line {lineno}: not UTF-8 text (byte "
+                                f"{exc.start + 1} of the line); SST-2 is UTF-8: "
+                                f"replace the file") from None
             fields = line.split("\t")
             if lineno == 1:
                 if tuple(fields) != HEADER:
-                    raise DataError(f"{path}, line 1: expected the header 'sentence<TAB>label', "
-                                    f"got {line[:80]!r}")
+                    raise DataError(f"{path}, line 1: {header}, got {line[:80]!r}")
                 continue
             if len(fields) != 2:
-                raise DataError(f"{path}, line {lineno}: expected 2 tab-separated fields "
-                                f"(sentence, label), got {len(fields)}: {line[:80]!r}")
+                raise DataError(f"{path}, line {lineno}: expected 2 tab-separated "
+                                f"fields (sentence, label), got {len(fields)}: "
+                                f"{line[:80]!r}")
             sentence, label = fields[0].rstrip(" "), fields[1].strip()
             if not sentence:
                 raise DataError(f"{path}, line {lineno}: the sentence is empty")
             if label not in ("0", "1"):
-                raise DataError(f"{path}, line {lineno}: the label must be 0 or 1, got {label!r}")
+                raise DataError(f"{path}, line {lineno}: the label must be 0 or 1, got "
+                                f"{label!r}")
             sentences.append(sentence)
             labels.append(int(label))
     if path.stat().st_size == 0:
-        raise DataError(f"{path}, line 1: the file is empty; expected the header 'sentence<TAB>label'")
+        raise DataError(f"{path}, line 1: the file is empty; {header} and rows")
+    if not labels:
+        raise DataError(f"{path} has a header but no rows: it is cut short; replace it "
+                        f"(rcutil.data finds a verified copy of each split)")
     return SST2Split(sentences, labels)
 
 

@@ -16,8 +16,8 @@ seconds per chapter are printed and written to ``chapter_seconds.json`` beside t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -27,6 +27,16 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 GATHERS = "report.gather("
+PROG = "scripts/execute_chapters.py"
+
+
+def _env():
+    """:mod:`rcutil.env`, loaded alone: importing the package would load torch."""
+    path = ROOT / "rcutil" / "env.py"
+    spec = importlib.util.spec_from_file_location("_rcutil_env", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def read_chapter(path: Path):
@@ -62,12 +72,35 @@ def _shown(path: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("chapters", nargs="*", type=Path, help="default: every book/*.md notebook")
-    parser.add_argument("--cache", type=Path, required=True, help="the build's jupyter-cache folder")
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("RCUTIL_JOBS", "2")))
-    parser.add_argument("--timeout", type=int, default=None, help="seconds per cell (default: _config.yml)")
+    env = _env()
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("chapters", nargs="*", type=Path,
+                        help="default: every book/*.md notebook")
+    parser.add_argument("--cache", type=Path, required=True,
+                        help="the build's jupyter-cache folder")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="chapters executed at a time (default: $RCUTIL_JOBS, "
+                             "else 2)")
+    parser.add_argument("--timeout", type=int, default=None,
+                        help="seconds per cell (default: _config.yml)")
     args = parser.parse_args(argv)
+    try:
+        jobs = env.count("RCUTIL_JOBS", 2, what="chapters executed at a time")
+    except env.EnvError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    if args.jobs is not None:
+        if not 1 <= args.jobs <= 4 * env.cores():
+            print(f"{PROG}: error: --jobs {args.jobs} is not a number of chapters at a "
+                  f"time: give 1 to {4 * env.cores()}", file=sys.stderr)
+            return 2
+        jobs = args.jobs
+    missing = [str(p) for p in args.chapters if not p.is_file()]
+    if missing:
+        print(f"{PROG}: error: no chapter file {', '.join(missing)}: name the "
+              f"chapters' .md files, e.g. book/model.md, or none for every chapter",
+              file=sys.stderr)
+        return 2
 
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
@@ -87,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = get_cache(str(args.cache))
     seconds, failed = {}, []
     start = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
         for wave in (first, later):
             futures = [pool.submit(execute, str(p), timeout) for p in wave]
             for future in as_completed(futures):
@@ -104,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds_file.parent.mkdir(parents=True, exist_ok=True)
     seconds_file.write_text(json.dumps({**last, **seconds}, indent=1, sort_keys=True) + "\n")
     print(f"{len(chapters) - len(failed)} of {len(chapters)} chapters executed in "
-          f"{time.perf_counter() - start:.0f} s with {args.jobs} at a time")
+          f"{time.perf_counter() - start:.0f} s with {jobs} at a time")
     if failed:
         print(f"chapters that failed: {', '.join(failed)}", file=sys.stderr)
         return 1

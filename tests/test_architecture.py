@@ -11,7 +11,7 @@ LAYERS = [
     {"model", "data"},
     {"train", "bounds", "spectra", "jena_data", "sst2_data", "gpt2", "checks", "claims",
      "estimate"},
-    {"certificate", "tightness", "results"},
+    {"certificate", "tightness", "results", "sst2_train"},
     {"experiments.*"},
     {"experiments", "report", "__main__"},
 ]

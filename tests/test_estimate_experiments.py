@@ -1,5 +1,5 @@
 """The generic estimate: the real run, probed, projects each loop to its full length."""
-import time
+import types
 
 import pytest
 
@@ -9,11 +9,21 @@ from rcutil.estimate import project
 from rcutil.profiles import settings_for
 
 
+class Clock:
+    """A clock that moves only when the toy run works: every unit takes exactly 10 ms."""
+
+    now = 0.0
+
+    @classmethod
+    def perf_counter(cls):
+        return cls.now
+
+
 def toy_run(settings, *, device="cpu", progress=True):
     """Two outer configurations, each with an inner loop of ``n`` units of 10 ms."""
     for _ in range(2):
         for _ in progress_steps(settings["n"]):
-            time.sleep(0.01)
+            Clock.now += 0.01
 
 
 def progress_steps(n):
@@ -24,17 +34,27 @@ class Toy:
     run = staticmethod(toy_run)
 
 
-def test_a_probe_projects_nested_loops_to_their_length():
+@pytest.fixture
+def clock(monkeypatch):
+    from rcutil import estimate
+
+    fake = types.SimpleNamespace(perf_counter=Clock.perf_counter)
+    monkeypatch.setattr(progress, "time", fake)
+    monkeypatch.setattr(estimate, "time", fake)
+    Clock.now = 0.0
+
+
+def test_a_probe_projects_nested_loops_to_their_length(clock):
     p = project(Toy, {"n": 200})
     (inner,) = p.loops
     assert inner.units == 400
-    assert 3.5 < p.seconds < 6.0            # 400 units of 10 ms
-    assert p.probe_seconds < 0.5            # a few units ran, not 400
+    assert p.seconds == pytest.approx(4.0)              # 400 units of 10 ms
+    assert p.probe_seconds == pytest.approx(0.06)       # 3 units of each loop ran, not 200
 
 
-def test_a_loop_shorter_than_the_probe_runs_whole():
+def test_a_loop_shorter_than_the_probe_runs_whole(clock):
     p = project(Toy, {"n": 2})
-    assert p.loops[0].units == 4 and abs(p.seconds - p.probe_seconds) < 0.05
+    assert p.loops[0].units == 4 and p.seconds == pytest.approx(p.probe_seconds)
 
 
 def test_outside_a_probe_every_item_runs():

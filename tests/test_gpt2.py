@@ -237,25 +237,45 @@ def synthetic_data(n=32, T=8, vocab_ids=None, seed=0):
     return tokens, lengths, labels, vocab, to_compact(tokens, vocab)
 
 
-SETTINGS = dict(init="scratch", d_model=16, n_head=2, d_ff=32, batch_size=8, steps=6, eval_every=3,
-                warmup=0.2, min_lr_ratio=0.1, weight_decay=0.01, betas=[0.9, 0.999], grad_clip=1.0,
-                precision="float32", seeds=[0], lr_grid=[1e-3], pilot_steps=2)
+SETTINGS = dict(d_model=16, n_head=2, d_ff=32, batch_size=8, steps=6, eval_every=3,
+                warmup=0.2, min_lr_ratio=0.1, weight_decay=0.01, betas=[0.9, 0.999],
+                grad_clip=1.0, precision="float32", seeds=[0], selection_seed=100,
+                lr_grid={"scratch": {"w": [1e-3], "wo": [1e-3]}})
 
 
 def test_training_is_deterministic():
-    """Two runs of the experiment's training loop on the same synthetic data agree exactly."""
+    """Two runs of the experiment's training loop on the same synthetic data agree."""
     from rcutil.experiments import sst2
 
     tokens, lengths, labels, vocab, compact = synthetic_data()
     data = {"train": (compact, lengths, labels), "train_eval": (compact, lengths, labels),
             "dev": (compact[:8], lengths[:8], labels[:8]), "vocabulary": vocab}
-    a = sst2.train_one(SETTINGS, data, 2, True, 0, 1e-3)
-    b = sst2.train_one(SETTINGS, data, 2, True, 0, 1e-3)
+    a, b, c = (sst2.train_one(SETTINGS, data, "scratch", 2, True, seed, 1e-3)
+               for seed in (0, 0, 1))
     for key in ("train_loss", "train_error", "stable_rank", "dev_accuracy", "batch_loss"):
-        assert a[key] == b[key]
-    assert a["step"] == [0, 3, 6] and all(math.isfinite(x) for x in a["train_loss"])
-    c = sst2.train_one(SETTINGS, data, 2, True, 1, 1e-3)      # another seed: other numbers
-    assert a["train_loss"][1:] != c["train_loss"][1:]
+        assert getattr(a, key) == getattr(b, key)
+    assert a.steps == [0, 3, 6] and all(math.isfinite(x) for x in a.train_loss)
+    assert a.train_loss[1:] != c.train_loss[1:]      # another seed: other numbers
+
+
+def test_output_projections_scaled_by_depth_unless_asked_not_to():
+    """GPT-2's initialisation scales the blocks' output projections by 1/sqrt(2L), with
+    and without residuals; ``scaled_projections=False`` leaves them at N(0, 0.02^2)."""
+    def stds(**kw):
+        m = GPT2Classifier(GPT2Config(n_layer=8, n_head=2, d_model=64, d_ff=256, **kw))
+        proj = torch.cat([p.flatten() for n, p in m.named_parameters()
+                          if n.endswith("c_proj.weight")])
+        other = torch.cat([p.flatten() for n, p in m.named_parameters()
+                           if n.endswith("c_fc.weight")])
+        return proj.std().item(), other.std().item()
+
+    for residual in (True, False):
+        proj, fc = stds(residual=residual)
+        assert proj == pytest.approx(0.02 / 4, rel=0.05)
+        assert fc == pytest.approx(0.02, rel=0.05)
+        proj, fc = stds(residual=residual, scaled_projections=False)
+        assert proj == pytest.approx(0.02, rel=0.05)
+        assert fc == pytest.approx(0.02, rel=0.05)
 
 
 # ----------------------------------------------------------------- the trimmed vocabulary
@@ -276,12 +296,12 @@ def test_trimmed_vocabulary_trains_like_the_full_one():
     """From the same seed, the model with only the rows its data reads and the model with all
     50,257 rows give the same losses, step after step, to float32 rounding (AdamW with weight
     decay on the embedding too: decay moves rows that are never read, which changes nothing)."""
-    from rcutil.experiments import sst2
+    from rcutil import sst2_train as sst2
 
     tokens, lengths, labels, vocab, compact = synthetic_data(n=48, T=10)
     settings = dict(SETTINGS, steps=12)
     full = GPT2Classifier(GPT2Config(n_layer=2, n_head=2, d_model=16, d_ff=32), seed=0)
-    trimmed = sst2.make_model(settings, 2, True, 0, vocab)
+    trimmed = sst2.make_model(settings, "scratch", 2, True, 0, vocab)
     assert trimmed.cfg.vocab_size == len(vocab) < 500 and full.cfg.vocab_size == 50257
     unread = torch.ones(50257, dtype=torch.bool)
     unread[vocab] = False
@@ -298,17 +318,3 @@ def test_trimmed_vocabulary_trains_like_the_full_one():
     assert max(losses["full"]) - min(losses["full"]) > 1e-3                     # it did train
     torch.testing.assert_close(trimmed.wte.weight, full.wte.weight[vocab], rtol=1e-5, atol=1e-6)
     assert not torch.equal(full.wte.weight[unread], before)                      # decay moved them
-
-
-def test_sst2_profiles():
-    from rcutil.experiments import sst2
-    from rcutil.profiles import PROFILES, settings_for
-
-    rows = {p: settings_for(sst2.SETTINGS, p) for p in PROFILES}  # same keys in every row
-    assert all(r["layers"] == [2, 6, 10] and r["residual"] == [True, False] for r in rows.values())
-    assert all(r["init"] in sst2.INITS and r["precision"] in sst2.PRECISIONS for r in rows.values())
-    assert all(len(r["lr_grid"]) >= 2 and 0 < r["pilot_steps"] < r["steps"] for r in rows.values())
-    assert len(rows["book"]["seeds"]) >= 2 and rows["book"]["init"] == "scratch"
-    paper = rows["paper"]
-    assert (paper["d_model"], paper["n_head"], paper["d_ff"], paper["n_train"]) == (768, 12, 3072, None)
-    assert paper["init"] == "pretrained" and paper["precision"] == "bf16"

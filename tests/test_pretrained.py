@@ -10,16 +10,17 @@ import math
 import pytest
 import torch
 
-from rcutil import data
+from rcutil import data, sst2_train
 from rcutil.experiments import sst2
 from rcutil.gpt2 import GPT2_SMALL, GPT2_SMALL_REVISION, load_hf_gpt2
 from rcutil.sst2_data import EOS_ID, to_compact, vocabulary
 
 D, HEADS, D_FF, BLOCKS = 16, 2, 32, 3
-SETTINGS = dict(init="pretrained", d_model=D, n_head=HEADS, d_ff=D_FF, layers=[2], residual=[True, False],
-                batch_size=8, steps=6, eval_every=3, warmup=0.2, min_lr_ratio=0.1, weight_decay=0.01,
-                betas=[0.9, 0.999], grad_clip=1.0, precision="float32", seeds=[0], lr_grid=[1e-3, 1e-2],
-                pilot_steps=3)
+SETTINGS = dict(inits=["pretrained"], d_model=D, n_head=HEADS, d_ff=D_FF, layers=[2],
+                residual=[True, False], batch_size=8, steps=6, eval_every=3, warmup=0.2,
+                min_lr_ratio=0.1, weight_decay=0.01, betas=[0.9, 0.999], grad_clip=1.0,
+                precision="float32", seeds=[0], selection_seed=100,
+                lr_grid={"pretrained": {"w": [1e-3, 1e-2], "wo": [1e-3, 1e-2]}})
 
 
 def sha(path) -> str:
@@ -81,14 +82,14 @@ def test_the_real_file_is_pinned():
                               f"{GPT2_SMALL_REVISION}/model.safetensors")
     assert len(GPT2_SMALL_REVISION) == 40
     assert sst2.data_files(dict(SETTINGS))[-1] == GPT2_SMALL.relpath
-    assert GPT2_SMALL.relpath not in sst2.data_files(dict(SETTINGS, init="scratch"))
+    assert GPT2_SMALL.relpath not in sst2.data_files(dict(SETTINGS, inits=["scratch"]))
 
 
 @pytest.mark.parametrize("residual", [True, False])
 def test_pretrained_model_maps_truncates_and_gathers(checkpoint, residual):
     path, sd = checkpoint
     tokens, lengths, labels, vocab, compact = batch_data(torch.tensor([5, 17, 995, 15496, 50000]))
-    model = sst2.make_model(SETTINGS, 2, residual, 0, vocab)
+    model = sst2_train.make_model(SETTINGS, "pretrained", 2, residual, 0, vocab)
     assert model.cfg.n_layer == 2 and len(model.h) == 2 and model.cfg.residual is residual
     # the rows of the ids the data uses, gathered from the full table
     torch.testing.assert_close(model.wte.weight, sd["wte.weight"][vocab], rtol=0, atol=0)
@@ -102,16 +103,18 @@ def test_pretrained_model_maps_truncates_and_gathers(checkpoint, residual):
 
 
 def test_pretrained_training_steps(checkpoint):
-    """The experiment's own loop trains the pretrained model: pilot, then a few steps."""
+    """The experiment's own loop trains the pretrained model: the rate chosen over the
+    grid, then a few steps."""
     tokens, lengths, labels, vocab, compact = batch_data(torch.arange(100, 160))
     d = {"train": (compact, lengths, labels), "train_eval": (compact, lengths, labels),
          "dev": (compact[:8], lengths[:8], labels[:8]), "vocabulary": vocab}
-    weights = sst2.pretrained_weights(SETTINGS)
-    chosen = sst2.pilot(SETTINGS, d, 2, True, weights=weights)
-    assert chosen["lr"] in SETTINGS["lr_grid"] and len(chosen["loss"]) == 2
-    hist = sst2.train_one(SETTINGS, d, 2, True, 0, chosen["lr"], weights=weights)
-    assert hist["step"] == [0, 3, 6] and all(math.isfinite(x) for x in hist["train_loss"])
-    assert hist["train_loss"][-1] < hist["train_loss"][0]
+    weights = sst2_train.pretrained_weights(SETTINGS)
+    chosen = sst2.select_rate(SETTINGS, d, "pretrained", 2, True, weights=weights)
+    assert chosen.lr in [1e-3, 1e-2] and len(chosen.train_loss) == 2
+    curve = sst2.train_one(SETTINGS, d, "pretrained", 2, True, 0, chosen.lr,
+                           weights=weights)
+    assert curve.steps == [0, 3, 6] and all(math.isfinite(x) for x in curve.train_loss)
+    assert curve.train_loss[-1] < curve.train_loss[0]
     # training leaves the tensors read from the file alone: every run starts from the file's
     for key in ("wte.weight", "h.1.attn.c_attn.weight", "ln_f.bias"):
         torch.testing.assert_close(weights[1][key], checkpoint[1][key], rtol=0, atol=0)
@@ -129,7 +132,7 @@ def test_same_function_as_transformers_on_the_checkpoint(checkpoint):
     assert not missing, missing                      # every parameter came from the file
     ref.h = ref.h[:2]                                # truncated like ours
     tokens, lengths, labels, vocab, compact = batch_data(torch.tensor([5, 17, 995, 15496, 50000]))
-    ours = sst2.make_model(SETTINGS, 2, True, 0, vocab)
+    ours = sst2_train.make_model(SETTINGS, "pretrained", 2, True, 0, vocab)
     with torch.no_grad():
         hidden = ref(tokens).last_hidden_state[torch.arange(len(lengths)), lengths - 1]
         torch.testing.assert_close(ours(compact, lengths), hidden @ ours.head.weight.T, rtol=1e-5, atol=1e-5)
@@ -139,14 +142,14 @@ def test_wrong_checksum_names_the_file(checkpoint):
     path, _ = checkpoint
     data.register(data.Asset(GPT2_SMALL.relpath, None, "0" * 64, size=path.stat().st_size))
     with pytest.raises(data.DataError, match=f"{path}.*sha256"):
-        sst2.pretrained_weights(SETTINGS)
+        sst2_train.pretrained_weights(SETTINGS)
 
 
 def test_wrong_size_names_the_file_before_hashing(checkpoint):
     path, _ = checkpoint
     data.register(data.Asset(GPT2_SMALL.relpath, None, sha(path), size=548_105_171))
     with pytest.raises(data.DataError, match=f"{path}.*548,105,171"):
-        sst2.pretrained_weights(SETTINGS)
+        sst2_train.pretrained_weights(SETTINGS)
 
 
 def rewrite(path, tensors):
@@ -160,7 +163,7 @@ def test_missing_tensor_names_the_file_and_the_tensor(checkpoint):
     path, sd = checkpoint
     rewrite(path, {k: v for k, v in sd.items() if k != "h.1.mlp.c_proj.bias"})
     with pytest.raises(ValueError, match=f"{path} has no tensor 'h.1.mlp.c_proj.bias'"):
-        sst2.pretrained_weights(SETTINGS)
+        sst2_train.pretrained_weights(SETTINGS)
 
 
 def test_shape_mismatch_names_the_file_and_the_tensor(checkpoint):
@@ -168,10 +171,12 @@ def test_shape_mismatch_names_the_file_and_the_tensor(checkpoint):
     rewrite(path, dict(sd, **{"h.0.attn.c_proj.weight": torch.zeros(D, D + 1)}))
     vocab = torch.tensor([5, EOS_ID])
     with pytest.raises(ValueError, match=rf"{path}: tensor 'h.0.attn.c_proj.weight' has shape \(16, 17\)"):
-        sst2.make_model(SETTINGS, 2, True, 0, vocab, weights=sst2.pretrained_weights(SETTINGS))
+        sst2_train.make_model(SETTINGS, "pretrained", 2, True, 0, vocab,
+                              weights=sst2_train.pretrained_weights(SETTINGS))
     # a checkpoint of another width than the settings ask for
     with pytest.raises(ValueError, match="tensor 'wte.weight' has shape"):
-        sst2.make_model(dict(SETTINGS, d_model=32, n_head=2), 1, True, 0, vocab)
+        sst2_train.make_model(dict(SETTINGS, d_model=32, n_head=2), "pretrained", 1,
+                              True, 0, vocab)
 
 
 def test_size_is_checked_against_the_announced_length(tmp_path, monkeypatch):
@@ -202,3 +207,34 @@ def test_offline_error_names_the_url_and_where_to_put_the_file(tmp_path, monkeyp
         data.find(GPT2_SMALL.relpath, progress=False)
     msg = str(err.value)
     assert url in msg and str(tmp_path / "cache" / GPT2_SMALL.relpath) in msg and "RCUTIL_DATA_DIR" in msg
+
+
+@pytest.fixture
+def sst2_files():
+    """The SST-2 and tokenizer files, found before :func:`checkpoint` moves the data
+    folder."""
+    return {rel: data.find(rel) for rel in sst2.data_files(dict(SETTINGS, inits=[]))}
+
+
+@pytest.mark.slow
+def test_a_run_with_a_pretrained_and_a_scratch_arm(sst2_files, checkpoint, tmp_path):
+    """``run`` with both inits, as the paper profile has them, at a tiny size: every arm
+    of both, the control from scratch, a result that survives the store's JSON, and the
+    claims read from the scratch arms."""
+    for rel, path in sst2_files.items():
+        (tmp_path / "data" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / rel).symlink_to(path)
+    settings = dict(SETTINGS, inits=["pretrained", "scratch"], layers=[1, 2],
+                    n_train=48, n_train_eval=16, n_dev=8, max_len=64, steps=4,
+                    eval_every=2, data_seed=0, seeds=[0, 1], control_seeds=1, threads=1,
+                    lr_grid={"pretrained": {"w": [1e-3], "wo": [1e-3, 1e-2]},
+                             "scratch": {"w": [1e-3], "wo": [1e-3]}})
+    result = sst2.run(settings, progress=False)
+    result = sst2.Result.from_json(result.to_json())
+    assert [(r.init, r.layers, r.residual) for r in result.runs] == [
+        (init, L, w) for init in ("pretrained", "scratch") for L in (1, 2)
+        for w in (True, False)]
+    assert [len(s.lr_grid) for s in result.selections[:4]] == [1, 2, 1, 2]
+    assert result.control.layers == 2 and len(result.control.final_error) == 1
+    assert all(r.train_error.shape == (2, 3) for r in result.runs)
+    assert len(sst2.claims(result)) == 3 and sst2.checks(result)

@@ -1,17 +1,23 @@
-"""The rank-collapse experiment: JSON keys, the acceptance condition, the bound of eq.
-``rc-centred``, determinism."""
-import json
+"""The rank-collapse experiment: its typed result, the batched GD runs against
+``gradient_descent``, the bound of eq. ``rc-centred``, the acceptance table, and claims
+whose statuses follow from the numbers (recomputed here, then flipped by editing
+them)."""
+import copy
+import dataclasses
+import itertools
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from rcutil.checks import require
+from rcutil.claims import DEVIATION, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from rcutil.experiments import rank_collapse as rc
-from rcutil.model import attention
+from rcutil.model import Transformer, attention
 from rcutil.profiles import PROFILES, settings_for
-from rcutil.results import read_json, write_json
 from rcutil.spectra import random_inputs, spectrum, uniform_deviation
+from rcutil.train import gradient_descent
 
 
 @pytest.fixture(scope="module")
@@ -19,70 +25,109 @@ def result():
     return rc.run(settings_for(rc.SETTINGS, "ci"), progress=False)
 
 
-def test_result_has_the_required_keys(result, tmp_path):
-    assert result["collapse_scaling"] in result["scalings"]
-    assert set(result["scalings"]) == {"tau=d_qk", "tau=sqrt(d_qk)", "tau=1"}
-    for rows in result["scalings"].values():
-        assert [r["d_qk"] for r in rows] == result["d_qk"]
-        for r in rows:
-            assert {"d_qk", "sigma_min_attn", "sigma_min_residual", "effective_rank_attn"} <= set(r)
-    assert set(result["training"]) == {"0", "1"}
-    settings = result["settings"]
-    assert all(len(v) == settings["train_steps"] + 1 for v in result["training"].values())
-    assert "settings" in result and result["seeds"]
-    back = read_json(write_json(result, tmp_path / "rank_collapse.json"))
-    assert back["collapse_scaling"] == result["collapse_scaling"]
-    json.dumps(back)
-
-
-def test_acceptance(result):
-    check = rc.acceptance(result)
-    assert result["d_qk"][-1] >= 2**14
-    assert check["ratio"] < 1e-3
-    assert check["falling"]
-    last = result["scalings"]["tau=d_qk"][-1]
-    assert last["sigma_min_attn"] < 1e-3 * last["sigma_min_residual"]
-
-
-def test_training_and_depth_show_the_residual_helps(result):
-    loss0, loss1 = (np.asarray(result["training"][k]) for k in ("0", "1"))
-    assert loss1[-1] / loss1[0] < 0.1 < 0.5 < loss0[-1] / loss0[0]
-    assert min(rc.cubic_exponents(np.asarray(result["depth"]["attention"]))) >= 2.0
-    assert np.asarray(result["depth"]["attention + skip"])[:, -1].mean() > 0.05
-
-
-def test_every_profile_sweeps_to_at_least_2_to_the_14():
-    for profile in PROFILES:
-        assert settings_for(rc.SETTINGS, profile)["max_log2_d_qk"] >= 14
-
-
-def test_determinism():
+def small_settings(**changes):
     settings = settings_for(rc.SETTINGS, "ci")
-    settings.update(seeds=2, max_log2_d_qk=14, train_steps=3, depth_seeds=2)
-    a, b = rc.sweep(settings), rc.sweep(settings)
-    for name in a["per_seed"]:
-        for q in a["per_seed"][name]:
-            np.testing.assert_array_equal(a["per_seed"][name][q], b["per_seed"][name][q])
-    ta, tb = rc.train(settings), rc.train(settings)
-    assert all(ta[k].loss == tb[k].loss for k in ta)
-    da, db = rc.depth_collapse(settings), rc.depth_collapse(settings)
-    for k in da:
-        np.testing.assert_array_equal(da[k], db[k])
+    settings.update(seeds=(0, 1), max_log2_d_qk=14, train_seeds=(0, 1), train_d_qk=64,
+                    train_steps=6, depth_draws=2, depth_layers=3)
+    settings.update(changes)
+    return settings
 
 
-def test_bad_profile_raises():
-    with pytest.raises(ValueError, match="profile"):
-        settings_for(rc.SETTINGS, "huge")
+# --------------------------------------------------------------------------- the result
+def test_the_result_is_typed_and_survives_json(result):
+    settings = result.settings
+    S, V = len(settings["seeds"]), settings["max_log2_d_qk"] + 1
+    assert result.d_qk == [2**k for k in range(V)]
+    assert {(p.scaling, p.beta) for p in result.sweep} == {
+        (s, b) for s in ("tau=d_qk", "tau=sqrt(d_qk)", "tau=1") for b in rc.BETAS}
+    for p in result.sweep:
+        for array in (p.sigma_min, p.effective_rank, p.centred_lower, p.max_weight,
+                      p.deviation):
+            assert array.shape == (S, V)
+    T = len(settings["train_seeds"])
+    assert [r.beta for r in result.training] == [0.0, 1.0]
+    for r in result.training:
+        assert r.loss.shape == r.sigma_min.shape == (T, settings["train_steps"] + 1)
+    assert len(result.training_floor) == T and len(result.inputs.sigma_min) == S
+    back = rc.Result.from_json(result.to_json())
+    for a, b in zip(back.sweep + back.training, result.sweep + result.training):
+        for field in dataclasses.fields(a):
+            name = field.name
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
 
 
+def test_every_profile_sweeps_far_and_compares_enough_seeds():
+    for profile in PROFILES:
+        settings = settings_for(rc.SETTINGS, profile)
+        assert settings["max_log2_d_qk"] >= 14
+    assert len(settings_for(rc.SETTINGS, "book")["train_seeds"]) >= 5
+    assert len(settings_for(rc.SETTINGS, "paper")["train_seeds"]) >= 3
+
+
+def test_the_runs_are_deterministic():
+    settings = small_settings()
+    a, b = rc.run(settings, progress=False), rc.run(settings, progress=False)
+    assert a.to_json() == b.to_json()
+
+
+def test_the_acceptance_table_holds_on_the_ci_result(result):
+    table = rc.checks(result)
+    assert len(table) == 32
+    require(table)
+
+
+def test_the_acceptance_table_fails_when_the_residual_run_stalls(result):
+    edited = copy.deepcopy(result)
+    run1 = next(r for r in edited.training if r.beta == 1.0)
+    run1.loss[:, -1] = run1.loss[:, 0]
+    with pytest.raises(AssertionError, match="Phi_T"):
+        require(rc.checks(edited))
+
+
+# --------------------------------------------------------------------------- training
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_batched_training_is_gradient_descent_on_each_model(beta):
+    """Every member of the batch follows ``gradient_descent`` on its own model."""
+    settings = small_settings()
+    runs = {r.beta: r for r in rc.train(settings)}
+    for i, seed in enumerate(settings["train_seeds"]):
+        X, Y = rc.training_problem(settings, seed)
+        d_qk = settings["train_d_qk"]
+        model = Transformer(settings["d"], d_qk, settings["train_d_F"],
+                            settings["train_d_out"], tau=float(d_qk), beta=beta,
+                            seed=seed)
+        h = gradient_descent(model, X, Y, mu=settings["train_mu"],
+                             steps=settings["train_steps"])
+        np.testing.assert_allclose(runs[beta].loss[i], h.loss, rtol=1e-10)
+        np.testing.assert_allclose(runs[beta].sigma_min[i], h.sigma_min, rtol=1e-8)
+
+
+def test_training_refuses_a_step_that_diverges():
+    with pytest.raises(FloatingPointError, match="train_mu"):
+        rc.train(small_settings(train_mu=1e6, train_steps=40))
+
+
+def test_the_floor_is_the_least_loss_of_token_constant_outputs():
+    settings = small_settings()
+    _, Y = rc.training_problem(settings, 0)
+    floor = rc.per_sample_floor(Y)
+    mean = Y.mean(dim=-2, keepdim=True)
+    for shift in (0.0, 0.1, -0.3):       # any other constant per sample is worse
+        other = 0.5 * float(((mean + shift - Y) ** 2).sum())
+        assert other >= floor - 1e-12
+    assert floor == pytest.approx(0.5 * float(((mean - Y) ** 2).sum()), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- the bound
 def _instances(S: int, seed: int = 0):
-    """Inputs (S, N, n, d), Gaussian W_Q, W_K with scales from nearly uniform to nearly hard
-    attention, and Gaussian W_V, for the bound of eq. rc-centred."""
+    """Inputs (S, N, n, d), Gaussian W_Q, W_K with scales from nearly uniform to nearly
+    hard attention, and Gaussian W_V, for the bound of eq. rc-centred."""
     N, n, d = 4, 16, 8
     X = random_inputs(S, N, n, d, seed=seed)
     gen = torch.Generator().manual_seed(seed + 1)
     scale = 10.0 ** (4 * torch.rand(S, 1, 1, 1, generator=gen, dtype=torch.float64) - 3)
-    W_Q = torch.randn(S, 1, d, d, generator=gen, dtype=torch.float64) * scale / math.sqrt(d)
+    W_Q = torch.randn(S, 1, d, d, generator=gen, dtype=torch.float64) * scale
+    W_Q = W_Q / math.sqrt(d)
     W_K = torch.randn(S, 1, d, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
     W_V = torch.randn(S, 1, d, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
     return X, W_Q, W_K, W_V
@@ -100,8 +145,9 @@ def test_centred_bound_holds_for_any_value_matrix(beta):
 
 
 def test_centred_bound_is_attained_with_uniform_attention_and_w_v_minus_beta_i():
-    """With P = U and W_V = -beta I, Attn(X) + beta X = beta (X - 1 x_bar^T) exactly: the bound
-    beta sigma_min(X~) is sigma_min itself, so no larger bound (such as beta sigma_min(X)) holds."""
+    """With P = U and W_V = -beta I, Attn(X) + beta X = beta (X - 1 x_bar^T) exactly:
+    the bound beta sigma_min(X~) is sigma_min itself, so no larger bound (such as
+    beta sigma_min(X)) holds."""
     X = random_inputs(1, 4, 16, 8, seed=3)
     beta, d = 0.7, X.shape[-1]
     W_V = -beta * torch.eye(d, dtype=torch.float64)
@@ -114,13 +160,151 @@ def test_centred_bound_is_attained_with_uniform_attention_and_w_v_minus_beta_i()
     assert beta * spectrum(X)["sigma_min"].item() > smin * (1 + 1e-3)
 
 
-def test_the_sweep_stores_the_bound_and_the_claim_requires_it(result):
-    check = rc.acceptance(result)
-    assert check["bound_holds"] and check["centred_lower"] > 0
-    inputs = result["inputs"]
-    assert len(inputs["sigma_min_centred"]) == len(result["seeds"])
-    broken = json.loads(json.dumps(result))
-    for ps in broken["per_seed"].values():   # a bound above the measured values must be caught
-        ps["centred_lower"] = (np.asarray(ps["sigma_min"]) * 1.01).tolist()
-    assert not rc.acceptance(broken)["bound_holds"]
-    assert rc.claims(broken)[0].status == "not reproduced"
+def test_the_stored_bound_is_the_formula_on_the_stored_ingredients(result):
+    inputs = result.inputs
+    for p in result.sweep:
+        expected = (p.beta * np.asarray(inputs.sigma_min_centred)[:, None] - p.deviation
+                    * np.asarray(inputs.norm)[:, None]
+                    * np.asarray(inputs.norm_W_V)[:, None])
+        np.testing.assert_allclose(p.centred_lower, expected, rtol=1e-9, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- claims
+def _sweep(result, scaling, beta):
+    (p,) = [p for p in result.sweep if p.scaling == scaling and p.beta == beta]
+    return p
+
+
+def _collapses(result, scaling) -> bool:
+    """The collapse rule, written out: at the largest d_QK the seed mean of
+    sigma_min(Attn X) is below 1e-3 of that of Attn X + X, and it decreases strictly
+    over the (at least three) d_QK of the last decade."""
+    a = _sweep(result, scaling, 0.0).sigma_min
+    z = _sweep(result, scaling, 1.0).sigma_min
+    last = [j for j, v in enumerate(result.d_qk) if 10 * v >= result.d_qk[-1]]
+    means = [a[:, j].mean() for j in last]
+    falling = all(means[k + 1] < means[k] for k in range(len(means) - 1))
+    return a[:, -1].mean() < 1e-3 * z[:, -1].mean() and len(means) >= 3 and falling
+
+
+def _spectral_status(result) -> str:
+    bound = all((p.centred_lower <= p.sigma_min * (1 + 1e-10)).all()
+                for p in result.sweep)
+    positive = _sweep(result, "tau=d_qk", 1.0).centred_lower[:, -1].min() > 0
+    if not (_collapses(result, "tau=d_qk") and bound and positive):
+        return NOT_REPRODUCED
+    return REPRODUCED if _collapses(result, "tau=sqrt(d_qk)") else DEVIATION
+
+
+def _one_sided_p(a, b) -> float:
+    """Exact permutation p of mean(a) < mean(b), over every split of the pooled
+    values."""
+    pooled, k = np.concatenate([a, b]), len(a)
+    observed = np.mean(a) - np.mean(b)
+    splits = list(itertools.combinations(range(len(pooled)), k))
+    low = 0
+    for idx in splits:
+        rest = np.delete(pooled, idx)
+        low += pooled[list(idx)].mean() - rest.mean() <= observed + 1e-12
+    return low / len(splits)
+
+
+def _gd_status(result) -> str:
+    floor = np.asarray(result.training_floor)
+    end = {r.beta: r.loss[:, -1] / floor for r in result.training}
+    if _one_sided_p(end[1.0], end[0.0]) <= 0.05:
+        return DEVIATION
+    if _one_sided_p(end[0.0], end[1.0]) <= 0.05:
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
+def _statuses(result) -> dict:
+    return {c.key: c.status for c in rc.claims(result)}
+
+
+def test_statuses_follow_from_the_numbers(result):
+    assert _statuses(result) == {"rank-collapse": _spectral_status(result),
+                                 "rank-collapse-gd": _gd_status(result)}
+    assert set(_statuses(result).values()) == {DEVIATION}
+
+
+def test_the_collapse_is_read_at_the_largest_d_qk(result):
+    edited = copy.deepcopy(result)
+    attn = _sweep(edited, "tau=d_qk", 0.0).sigma_min
+    attn[:, -1] = attn[:, -2] * 1.01          # the last d_QK no longer falls
+    assert _spectral_status(edited) == NOT_REPRODUCED
+    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    edited = copy.deepcopy(result)            # falling, but to 2e-3 of the residual
+    point = _sweep(edited, "tau=d_qk", 0.0)
+    point.sigma_min = point.sigma_min * 2e-3 / rc.collapse(result, "tau=d_qk").ratio
+    assert _spectral_status(edited) == NOT_REPRODUCED
+    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    edited = copy.deepcopy(result)            # below 1e-3 only at the largest d_QK
+    point = _sweep(edited, "tau=d_qk", 0.0)
+    point.sigma_min[:, :-1] *= 10
+    second = point.sigma_min[:, -2].mean() / _sweep(edited, "tau=d_qk", 1.0).sigma_min[
+        :, -2].mean()
+    assert second > 1e-3
+    assert _spectral_status(edited) == _statuses(edited)["rank-collapse"] == DEVIATION
+
+
+def test_the_collapse_is_read_without_the_residual(result):
+    edited = copy.deepcopy(result)
+    for p in edited.sweep:                    # beta = 0 and beta = 1 swap places
+        p.beta = {0.0: 1.0, 1.0: 0.0}.get(p.beta, p.beta)
+    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+
+
+def test_the_scaling_decides_between_deviation_and_reproduced(result):
+    edited = copy.deepcopy(result)
+    for p in edited.sweep:                    # the two scalings swap places
+        p.scaling = {"tau=d_qk": "tau=sqrt(d_qk)", "tau=sqrt(d_qk)": "tau=d_qk"}.get(
+            p.scaling, p.scaling)
+    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    edited = copy.deepcopy(result)            # tau = sqrt(d_QK) collapsing as well
+    for beta in rc.BETAS:
+        usual = _sweep(edited, "tau=sqrt(d_qk)", beta)
+        usual.sigma_min = _sweep(edited, "tau=d_qk", beta).sigma_min.copy()
+    assert _spectral_status(edited) == REPRODUCED
+    assert _statuses(edited)["rank-collapse"] == REPRODUCED
+
+
+def test_the_bound_is_required_on_every_seed_and_everywhere(result):
+    edited = copy.deepcopy(result)            # one seed's bound negative, still a bound
+    _sweep(edited, "tau=d_qk", 1.0).centred_lower[0, -1] = -1.0
+    assert np.median(_sweep(edited, "tau=d_qk", 1.0).centred_lower[:, -1]) > 0
+    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    edited = copy.deepcopy(result)            # the bound above sigma_min at one point
+    p = _sweep(edited, "tau=1", 0.5)
+    p.centred_lower[1, 3] = p.sigma_min[1, 3] * 1.01
+    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+
+
+def test_gd_is_decided_by_the_last_loss_of_each_residual_strength(result):
+    edited = copy.deepcopy(result)
+    for r in edited.training:                 # the two arms swap places
+        r.beta = 1.0 - r.beta
+    assert _gd_status(edited) == _statuses(edited)["rank-collapse-gd"] == NOT_REPRODUCED
+    edited = copy.deepcopy(result)            # with the residual the last step jumps
+    run0, run1 = (next(r for r in edited.training if r.beta == b) for b in (0.0, 1.0))
+    run1.loss[:, -1] = run0.loss[:, -1] * 1.5
+    assert run1.loss.min(axis=1).max() < run0.loss[:, -1].min()   # the best stays low
+    assert _statuses(edited)["rank-collapse-gd"] == NOT_REPRODUCED
+
+
+def test_noise_alone_is_inconclusive(result):
+    edited = copy.deepcopy(result)
+    run0, run1 = (next(r for r in edited.training if r.beta == b) for b in (0.0, 1.0))
+    noise = np.array([1.001, 0.999, 1.0005, 0.9995])
+    run1.loss[:, -1] = run0.loss[:, -1] * noise[: run1.loss.shape[0]]
+    assert _gd_status(edited) == _statuses(edited)["rank-collapse-gd"] == INCONCLUSIVE
+
+
+def test_the_claims_show_their_uncertainty_and_typeset_math(result):
+    for claim in rc.claims(result):
+        assert "±" in claim.book and claim.rule
+        for text in (claim.claim, claim.paper, claim.book, claim.reason, claim.rule):
+            assert "d_QK" not in text and "sigma_min" not in text, text
+    gd = rc.claims(result)[1]
+    assert "p = " in gd.book and "4 seeds" in gd.book

@@ -202,6 +202,8 @@ def test_a_replaced_data_file_is_never_answered_from_the_store(fake):
     assert results.cached(module, "ci").total == 12 and module.calls == 1
     (tmp_path / "data" / "fake" / "numbers.txt").write_text("1 2 4\n")
     assert results.cached(module, "ci").total == 14 and module.calls == 2
+    stored = sorted((tmp_path / "results").glob("model-ci-*.json"))
+    assert len(stored) == 2, "the key holds the sha256 of the data read"
 
 
 def _edit(path: Path, change) -> None:
@@ -226,6 +228,7 @@ def test_a_damaged_or_edited_stored_result_is_named_recomputed_and_replaced(fake
     with pytest.warns(RuntimeWarning, match=path.name):
         assert results.cached(module, "ci").total == 12
     assert module.calls == 2 and json.loads(path.read_text())["result"]["total"] == 12
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
 def test_a_folder_where_a_stored_result_belongs_is_named(fake):
