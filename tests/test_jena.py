@@ -12,8 +12,9 @@ import pytest
 import torch
 
 import rcutil
+from rcutil import checks, data, results, rounding
 from rcutil import claims as C
-from rcutil import checks, data, results
+from rcutil.estimate import project
 from rcutil.experiments import jena
 from rcutil.profiles import settings_for
 from rcutil.train import TrainingDiverged
@@ -57,9 +58,10 @@ def test_every_model_of_the_sweep_is_gradient_descent_of_its_transformer(stored)
     for run in stored.runs:
         for i, seed in enumerate(s["seeds"]):
             model = jena.make_model(s, beta=run.beta, seed=seed)
-            h = rcutil.gradient_descent(model, X, Y, mu=run.step_size[i], steps=s["steps"])
+            h = rcutil.gradient_descent(model, X, Y, mu=run.step_size[i],
+                                        steps=s["steps"])
             np.testing.assert_allclose(run.loss[i], h.loss, rtol=1e-9,
-                                       err_msg=f"{run.rule}, beta {run.beta}, seed {seed}")
+                                       err_msg=f"{run.rule}, {run.beta}, {seed}")
             np.testing.assert_allclose(run.sigma_min[i], h.sigma_min, rtol=1e-6)
             np.testing.assert_allclose(run.sigma_max[i], h.sigma_max, rtol=1e-9)
 
@@ -79,7 +81,7 @@ def test_step_rules_floor_and_ratio_are_what_the_result_says(stored):
                                    / common.sigma_max.max(1), rtol=1e-12)
     assert stored.grid == list(range(0, SHORT["steps"] + 1, SHORT["spectra_every"]))
     start = jena.models(stored.settings)
-    for i, p in enumerate(stored.points):        # det W_V on the grid, at t = 0 the draw's
+    for i, p in enumerate(stored.points):   # det W_V on the grid, at t = 0 the draw's
         S = len(stored.settings["seeds"])
         np.testing.assert_allclose(p.det_W_V[:, 0], torch.linalg.det(
             start.W["W_V"][i * S:(i + 1) * S]).numpy(), rtol=1e-12)
@@ -96,7 +98,8 @@ def test_models_of_one_seed_differ_only_by_beta():
 
 
 def test_sharpness_is_the_top_eigenvalue_of_the_dense_hessian():
-    s = dict(settings_for(jena.SETTINGS, "ci"), d_qk=2, d_F=3, betas=(0.0, 1.0), seeds=(0,))
+    s = dict(settings_for(jena.SETTINGS, "ci"), d_qk=2, d_F=3, betas=(0.0, 1.0),
+             seeds=(0,))
     g = torch.Generator().manual_seed(1)
     X = torch.randn(3, 4, 14, generator=g, dtype=torch.float64)
     Y = torch.randn(3, 4, 1, generator=g, dtype=torch.float64)
@@ -114,7 +117,8 @@ def test_sharpness_is_the_top_eigenvalue_of_the_dense_hessian():
             for name, shape in zip(names, shapes):
                 parts[name] = flat[k:k + shape.numel()].reshape(shape)
                 k += shape.numel()
-            return rcutil.squared_loss(torch.func.functional_call(model, parts, (X,)), Y)
+            out = torch.func.functional_call(model, parts, (X,))
+            return rcutil.squared_loss(out, Y)
 
         hessian = torch.autograd.functional.hessian(loss, flat0)
         top = torch.linalg.eigvalsh(hessian)[-1].item()
@@ -127,36 +131,42 @@ def test_readings_are_the_spectra_they_name():
     B, N, n, d = 2, 5, 6, 4
     Z = torch.randn(B, N * n, d, generator=gen, dtype=torch.float64)
     Z[1, :n] = torch.outer(torch.randn(n, generator=gen, dtype=torch.float64),
-                           torch.randn(d, generator=gen, dtype=torch.float64))  # rank one
-    got = jena.reading_spectra(Z, n)
+                           torch.randn(d, generator=gen, dtype=torch.float64))  # rank 1
+    got = rounding.reading_spectra(Z, n)
     per = torch.linalg.svdvals(Z.reshape(B, N, n, d))
     whole = torch.linalg.svdvals(Z)
-    np.testing.assert_allclose(got["float64/per-sample/sigma_min"], per[..., -1].amin(1),
+    np.testing.assert_allclose(got["float64/per-sample/sigma_min"],
+                               per[..., -1].amin(1),
                                rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(got["float64/per-sample/spectral"], per[..., 0].amax(1),
                                rtol=1e-12)
     np.testing.assert_allclose(got["float64/per-sample/Frobenius"],
                                torch.linalg.matrix_norm(Z.reshape(B, N, n, d)).amax(1),
                                rtol=1e-12)
-    np.testing.assert_allclose(got["float64/stacked/sigma_min"], whole[:, -1], rtol=1e-12)
-    np.testing.assert_allclose(got["float64/stacked/Frobenius"], torch.linalg.matrix_norm(Z),
+    np.testing.assert_allclose(got["float64/stacked/sigma_min"], whole[:, -1],
+                               rtol=1e-12)
+    np.testing.assert_allclose(got["float64/stacked/Frobenius"],
+                               torch.linalg.matrix_norm(Z),
                                rtol=1e-12)
     np.testing.assert_allclose(got["float32/stacked/spectral"], whole[:, 0], rtol=1e-6)
     # the rank-one sample sits at each precision's floor, the full-rank model far above
     # it
-    for precision in jena.PRECISIONS:
+    for precision in rounding.PRECISIONS:
         units = (got[f"{precision}/per-sample/sigma_min"]
-                 / (jena.eps(precision) * got[f"{precision}/per-sample/spectral"]))
+                 / (rounding.eps(precision)
+                    * got[f"{precision}/per-sample/spectral"]))
         assert units[1] <= jena.FLOOR_UNITS < 1e3 < units[0], (precision, units)
 
 
 def test_floor_factor_of_exactly_rank_deficient_matrices():
     gen = torch.Generator().manual_seed(5)
     Z = torch.randn(3, 4 * 8, 6, generator=gen, dtype=torch.float64)
-    found = {(f.layout, f.deficiency): f.c for f in jena.floor_factors(Z, 8, (1, 3), 64)}
+    found = {(f.layout, f.deficiency): f.c
+             for f in rounding.floor_factors(Z, 8, (1, 3), 64)}
     assert sorted(found) == [("per-sample", 1), ("per-sample", 3), ("stacked", 1),
                              ("stacked", 3)]
-    assert found[("per-sample", 1)].shape == (12,) and found[("stacked", 3)].shape == (3,)
+    assert found[("per-sample", 1)].shape == (12,)
+    assert found[("stacked", 3)].shape == (3,)
     for c in found.values():
         assert (c > 0).all() and (c <= jena.FLOOR_UNITS).all()
     # by hand for the first stacked matrix: its smallest singular value removed
@@ -178,7 +188,8 @@ def test_result_is_typed_and_reproducible(stored):
     assert {(r.beta, r.rule) for r in stored.runs} == {
         (b, rule) for b in jena.SETTINGS["ci"]["betas"] for rule in jena.RULES}
     run = results.pick(stored.runs, beta=0.5, rule="own")
-    assert run.loss.shape == (3, SHORT["steps"] + 1) and isinstance(run.loss, np.ndarray)
+    assert isinstance(run.loss, np.ndarray)
+    assert run.loss.shape == (3, SHORT["steps"] + 1)
     point = results.pick(stored.points, beta=0.0)
     assert point.floor_run.shape == (3, SHORT["adam_steps"] + 1)
     assert set(point.readings) == set(jena.READINGS)
@@ -189,10 +200,11 @@ def test_acceptance_holds_on_a_short_run_and_fails_on_a_broken_one(stored):
     table = jena.checks(stored)
     checks.require([c for c in table if "floor: Adam" not in c.what])
     broken = copy.deepcopy(stored)
-    broken.floor_factors[0].c[0] = 3.0                 # a floor factor above FLOOR_UNITS
+    broken.floor_factors[0].c[0] = 3.0            # a floor factor above FLOOR_UNITS
     results.pick(broken.runs, beta=0.5, rule="own").step_size[0] *= 1.01
     failed = [c.what for c in jena.checks(broken) if not c.ok]
-    assert any("floor factor" in w for w in failed) and any("own steps" in w for w in failed)
+    assert any("floor factor" in w for w in failed)
+    assert any("own steps" in w for w in failed)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -229,7 +241,8 @@ def expected_order(result):
     bs = sorted(p.beta for p in result.points)
 
     def at(t):
-        steps = [outcome(gap(result, a, t=t), gap(result, b, t=t)) for a, b in zip(bs, bs[1:])]
+        steps = [outcome(gap(result, a, t=t), gap(result, b, t=t))
+                 for a, b in zip(bs, bs[1:])]
         ends = outcome(gap(result, bs[0], t=t), gap(result, bs[-1], t=t))
         if "fails" in steps or ends == "fails":
             return "fails"
@@ -314,7 +327,7 @@ def test_order_flips_with_the_common_steps_losses_and_not_with_the_own_steps(res
     set_gaps(result, falling)
     assert status(result, "jena-order") == expected_order(result) == C.REPRODUCED
     set_gaps(result, {b: v[::-1] + 10 * b for b, v in falling.items()}, rule="own")
-    assert status(result, "jena-order") == C.REPRODUCED            # the own rule is beside
+    assert status(result, "jena-order") == C.REPRODUCED      # the own rule is beside
     rising = spread({0.0: 1.0, 0.25: 2.0, 0.5: 3.0, 0.75: 4.0, 1.0: 5.0})
     set_gaps(result, rising)
     assert status(result, "jena-order") == expected_order(result) == C.NOT_REPRODUCED
@@ -346,7 +359,7 @@ def test_order_at_the_floor_is_inconclusive(result):
     set_gaps(result, spread({0.0: 5.0, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0}))
     point = results.pick(result.points, beta=0.5)
     half = point.floor_run.shape[1] // 2
-    point.floor_run[:, half] = np.asarray(point.floor) + 6.0   # the floor still moved by 6
+    point.floor_run[:, half] = np.asarray(point.floor) + 6.0   # the floor moved by 6
     assert status(result, "jena-order") == expected_order(result) == C.INCONCLUSIVE
     assert status(result, "jena-stall") == expected_stall(result) == C.INCONCLUSIVE
 
@@ -354,7 +367,8 @@ def test_order_at_the_floor_is_inconclusive(result):
 def test_stall_at_the_horizon_alone_is_a_deviation(result):
     T = result.settings["steps"]
     set_gaps(result, spread({0.0: 2.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}))
-    set_gaps(result, spread({0.0: 9.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}), times=[T])
+    set_gaps(result, spread({0.0: 9.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}),
+             times=[T])
     assert status(result, "jena-stall") == expected_stall(result) == C.DEVIATION
 
 
@@ -389,6 +403,31 @@ def test_paper_norms_span_the_measured_floor_factors(stored):
 
 
 # --------------------------------------------------------------------------- faults
+def test_gelu_trains_like_its_transformer_and_an_unknown_activation_is_named():
+    excerpt()
+    s = short_ci(steps=6, adam_steps=6, spectra_every=3, lanczos_steps=3,
+                 activation="gelu", betas=(0.0, 1.0), seeds=(0,))
+    result = jena.run(s, progress=False)
+    prepared = jena.load_data(s)
+    X, Y = torch.as_tensor(prepared.X), torch.as_tensor(prepared.Y)
+    for run in result.runs:
+        model = jena.make_model(s, beta=run.beta, seed=0)
+        h = rcutil.gradient_descent(model, X, Y, mu=run.step_size[0], steps=s["steps"])
+        np.testing.assert_allclose(run.loss[0], h.loss, rtol=1e-9)
+    with pytest.raises(ValueError, match="unknown activation 'swish'") as err:
+        jena.run(dict(s, activation="swish"), progress=False)
+    assert "tanh" in str(err.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_a_missing_gpu_is_named_before_any_work():
+    with pytest.raises(ValueError, match="no usable CUDA device") as err:
+        project(jena, settings_for(jena.SETTINGS, "ci"), device="cuda")
+    assert "use cpu" in str(err.value)
+    with pytest.raises(ValueError, match="'cuda' asked for"):
+        jena.run(settings_for(jena.SETTINGS, "ci"), device="cuda", progress=False)
+
+
 def test_a_diverging_sweep_names_the_setting_to_lower():
     excerpt()
     with pytest.raises(TrainingDiverged) as err, np.errstate(all="ignore"):
@@ -431,14 +470,16 @@ def test_book_settings_run_end_to_end_on_a_longer_file(tmp_path):
         for t, row in zip(times, values)]
     path = tmp_path / "jena.csv"
     path.write_text("\n".join(lines) + "\n")
-    s = dict(settings_for(jena.SETTINGS, "book"), steps=2, adam_steps=2, spectra_every=1,
+    s = dict(settings_for(jena.SETTINGS, "book"), steps=2, adam_steps=2,
+             spectra_every=1,
              lanczos_steps=2, draws=8)
     result = jena.run(s, progress=False, path=path)
     assert result.data["rows_in_file"] == rows
     assert result.data["sentinels_replaced"] == {"wv (m/s)": 1, "max. wv (m/s)": 0}
     assert result.data["rows_train"] == int(rows * s["train_fraction"])
     window = 2 * s["n"] * s["sampling"]
-    assert max(result.data["window_starts"]) + window <= result.data["rows_train"] + s["sampling"]
+    last = max(result.data["window_starts"]) + window
+    assert last <= result.data["rows_train"] + s["sampling"]
     for run in result.runs:
         assert run.loss.shape == (5, 3) and np.isfinite(run.loss).all()
 
