@@ -240,20 +240,20 @@ def expected_order(result):
     T = result.settings["steps"]
     bs = sorted(p.beta for p in result.points)
 
-    def at(t):
-        steps = [outcome(gap(result, a, t=t), gap(result, b, t=t))
+    def at(t, rule="common"):
+        steps = [outcome(gap(result, a, rule, t), gap(result, b, rule, t))
                  for a, b in zip(bs, bs[1:])]
-        ends = outcome(gap(result, bs[0], t=t), gap(result, bs[-1], t=t))
+        ends = outcome(gap(result, bs[0], rule, t), gap(result, bs[-1], rule, t))
         if "fails" in steps or ends == "fails":
             return "fails"
         return "holds" if all(o == "holds" for o in steps) else "unresolved"
 
-    verdicts = [at(t) for t in (T // 4, T // 2, T)]
+    verdicts = [at(t) for t in (T // 4, T // 2, T)] + [at(T, "own")]
     if floored(result):
         return C.INCONCLUSIVE
-    if verdicts[-1] == "fails":
+    if verdicts[2] == "fails":
         return C.NOT_REPRODUCED
-    if verdicts[-1] == "unresolved":
+    if verdicts[2] == "unresolved":
         return C.INCONCLUSIVE
     return C.DEVIATION if len(set(verdicts)) > 1 else C.REPRODUCED
 
@@ -267,18 +267,18 @@ def floored(result):
 def expected_stall(result):
     T = result.settings["steps"]
 
-    def at(t):
-        found = [outcome(gap(result, 0.0, t=t), gap(result, p.beta, t=t))
+    def at(t, rule="common"):
+        found = [outcome(gap(result, 0.0, rule, t), gap(result, p.beta, rule, t))
                  for p in result.points if p.beta > 0]
         if "fails" in found:
             return "fails"
         return "holds" if all(o == "holds" for o in found) else "unresolved"
 
-    verdicts = [at(t) for t in (T // 4, T // 2, T)]
+    verdicts = [at(t) for t in (T // 4, T // 2, T)] + [at(T, "own")]
     if floored(result):
         return C.INCONCLUSIVE
-    if verdicts[-1] != "holds":
-        return C.NOT_REPRODUCED if verdicts[-1] == "fails" else C.INCONCLUSIVE
+    if verdicts[2] != "holds":
+        return C.NOT_REPRODUCED if verdicts[2] == "fails" else C.INCONCLUSIVE
     return C.DEVIATION if len(set(verdicts)) > 1 else C.REPRODUCED
 
 
@@ -294,14 +294,15 @@ def status(result, key):
     return next(c.status for c in jena.claims(result) if c.key == key)
 
 
-def set_gaps(result, values, rule="common", times=None):
-    """Edit the losses so that ``gap(beta)`` is ``values[beta]`` (per seed) at
-    ``times``."""
+def set_gaps(result, values, rules=("common", "own"), times=None):
+    """Edit the losses of both step rules (or of ``rules``) so that ``gap(beta)`` is
+    ``values[beta]`` (per seed) at ``times``."""
     T = result.settings["steps"]
     for p in result.points:
-        run = results.pick(result.runs, beta=p.beta, rule=rule)
-        for t in times or (T // 4, T // 2, T):
-            run.loss[:, t] = np.asarray(p.floor) + values[p.beta]
+        for rule in (rules,) if isinstance(rules, str) else rules:
+            run = results.pick(result.runs, beta=p.beta, rule=rule)
+            for t in times or (T // 4, T // 2, T):
+                run.loss[:, t] = np.asarray(p.floor) + values[p.beta]
 
 
 def spread(levels):
@@ -322,12 +323,14 @@ def test_claims_follow_from_the_stored_numbers(stored):
         assert claim.rule and any(ch.isdigit() for ch in claim.book)
 
 
-def test_order_flips_with_the_common_steps_losses_and_not_with_the_own_steps(result):
+def test_order_flips_with_the_common_steps_and_the_own_steps_make_a_deviation(result):
     falling = spread({0.0: 5.0, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0})
     set_gaps(result, falling)
     assert status(result, "jena-order") == expected_order(result) == C.REPRODUCED
-    set_gaps(result, {b: v[::-1] + 10 * b for b, v in falling.items()}, rule="own")
-    assert status(result, "jena-order") == C.REPRODUCED      # the own rule is beside
+    set_gaps(result, {b: v[::-1] + 10 * b for b, v in falling.items()}, rules="own")
+    assert status(result, "jena-order") == expected_order(result) == C.DEVIATION
+    assert "own step" in next(c.reason for c in jena.claims(result)
+                              if c.key == "jena-order")
     rising = spread({0.0: 1.0, 0.25: 2.0, 0.5: 3.0, 0.75: 4.0, 1.0: 5.0})
     set_gaps(result, rising)
     assert status(result, "jena-order") == expected_order(result) == C.NOT_REPRODUCED
@@ -379,6 +382,14 @@ def test_stall_flips_with_the_distance_of_beta0_to_its_floor(result):
     assert status(result, "jena-stall") == expected_stall(result) == C.NOT_REPRODUCED
     set_gaps(result, spread({0.0: 9.0, 0.25: 9.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}))
     assert status(result, "jena-stall") == expected_stall(result) == C.INCONCLUSIVE
+
+
+def test_stall_that_the_own_steps_do_not_show_is_a_deviation(result):
+    set_gaps(result, spread({0.0: 9.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}))
+    assert status(result, "jena-stall") == C.REPRODUCED
+    own = spread({0.0: 0.5, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0})
+    set_gaps(result, own, rules="own", times=[result.settings["steps"]])
+    assert status(result, "jena-stall") == expected_stall(result) == C.DEVIATION
 
 
 def test_ratio_flips_with_the_factor_at_any_beta(result):
