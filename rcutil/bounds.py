@@ -43,16 +43,20 @@ TANH_SECOND_BOUND = TANH.second_bound
 
 
 def softmax_jacobian(p: torch.Tensor) -> torch.Tensor:
-    """The Jacobian ``diag(p) - p p^T`` of the softmax at a point with output ``p`` (eq. ``lip-softmax-jac``)."""
+    """The Jacobian ``diag(p) - p p^T`` of the softmax at a point with output ``p``
+    (eq. ``lip-softmax-jac``)."""
     if p.dim() != 1:
-        raise ValueError(f"p must be a probability vector (1-D), got shape {tuple(p.shape)}")
+        raise ValueError(f"p must be a probability vector (1-D), got shape "
+                         f"{tuple(p.shape)}")
     return torch.diag(p) - torch.outer(p, p)
 
 
 def softmax_second_derivative(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """``D^2 softmax(s)[u, u] = p * (ubar^2 - Var_p(u))`` with ``ubar = u - <p, u>`` (eq. ``lip-softmax-hess``)."""
+    """``D^2 softmax(s)[u, u] = p * (ubar^2 - Var_p(u))`` with ``ubar = u - <p, u>``
+    (eq. ``lip-softmax-hess``)."""
     if p.shape != u.shape or p.dim() != 1:
-        raise ValueError(f"p and u must be vectors of the same length, got {tuple(p.shape)} and {tuple(u.shape)}")
+        raise ValueError(f"p and u must be vectors of the same length, got "
+                         f"{tuple(p.shape)} and {tuple(u.shape)}")
     ubar = u - (p * u).sum()
     var = (p * ubar**2).sum()
     return p * (ubar**2 - var)
@@ -155,19 +159,22 @@ def output_lipschitz_H(R_U: float) -> float:
 
 
 def output_gradient_bound(H_max: float, G_H: float, R_U: float) -> float:
-    """``G = sqrt(H_max^2 + R_U^2 G_H^2)``: bound on the Jacobian of ``theta -> F = H W_U`` (eq. ``lip-G``)."""
+    """``G = sqrt(H_max^2 + R_U^2 G_H^2)``: bound on the Jacobian of
+    ``theta -> F = H W_U`` (eq. ``lip-G``)."""
     _nonneg(H_max=H_max, G_H=G_H, R_U=R_U)
     return math.sqrt(H_max**2 + R_U**2 * G_H**2)
 
 
 def output_second_bound(G_H: float, K_H: float, R_U: float) -> float:
-    """``K = K_H R_U + G_H``: bound on ``||D^2 F[delta, delta]||`` per ``||delta||^2 = 1`` (eq. ``lip-K``)."""
+    """``K = K_H R_U + G_H``: bound on ``||D^2 F[delta, delta]||`` per
+    ``||delta||^2 = 1`` (eq. ``lip-K``)."""
     _nonneg(G_H=G_H, K_H=K_H, R_U=R_U)
     return K_H * R_U + G_H
 
 
 def smoothness_constant(G: float, K: float, phi0: float, r: float) -> float:
-    """``C = G^2 + K (sqrt(2 Phi_0) + G r)``: Lipschitz constant of ``grad Phi`` on the ball (eq. ``lip-smooth``)."""
+    """``C = G^2 + K (sqrt(2 Phi_0) + G r)``: Lipschitz constant of ``grad Phi`` on the
+    ball (eq. ``lip-smooth``)."""
     _nonneg(G=G, K=K, phi0=phi0, r=r)
     return G**2 + K * (math.sqrt(2.0 * phi0) + G * r)
 

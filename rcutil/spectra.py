@@ -178,8 +178,9 @@ def weyl_bounds(A: torch.Tensor, X: torch.Tensor, beta: float) -> dict[str, torc
     a, x = spectrum(A), spectrum(X)
     zero = torch.zeros_like(a["sigma_min"])
     return {
-        "min_lower": torch.maximum(torch.maximum(beta * x["sigma_min"] - a["sigma_max"],
-                                                 a["sigma_min"] - beta * x["sigma_max"]), zero),
+        "min_lower": torch.maximum(
+            torch.maximum(beta * x["sigma_min"] - a["sigma_max"],
+                          a["sigma_min"] - beta * x["sigma_max"]), zero),
         "min_upper": torch.minimum(beta * x["sigma_min"] + a["sigma_max"],
                                    a["sigma_min"] + beta * x["sigma_max"]),
         "max_lower": (beta * x["sigma_max"] - a["sigma_max"]).abs(),
@@ -188,9 +189,11 @@ def weyl_bounds(A: torch.Tensor, X: torch.Tensor, beta: float) -> dict[str, torc
 
 
 def uniform_deviation(X, W_Q, W_K, tau) -> torch.Tensor:
-    """``max_p ||P_p - 1 1^T / n||_2``: distance of the attention matrices from uniform attention.
+    """``max_p ||P_p - 1 1^T / n||_2``: distance of the attention matrices from uniform
+    attention.
 
-    Shape ``(...)`` for inputs ``(..., N, n, d)``; the ``max`` runs over the ``N`` samples.
+    Shape ``(...)`` for inputs ``(..., N, n, d)``; the ``max`` runs over the ``N``
+    samples.
     """
     P = attention_weights(X, W_Q, W_K, tau)
     n = P.shape[-1]
@@ -198,7 +201,8 @@ def uniform_deviation(X, W_Q, W_K, tau) -> torch.Tensor:
 
 
 def score_deviation_bound(X, W_Q, W_K, tau) -> torch.Tensor:
-    """Right-hand side of eq. ``sv-deviation``: ``max_p (1/2) ||S_p||_F``, scores ``S_p``."""
+    """Right-hand side of eq. ``sv-deviation``: ``max_p (1/2) ||S_p||_F``, scores
+    ``S_p``."""
     from .model import attention_scores
 
     S = attention_scores(X, W_Q, W_K, tau)
@@ -206,17 +210,21 @@ def score_deviation_bound(X, W_Q, W_K, tau) -> torch.Tensor:
 
 
 def collapse_upper_bound(X, W_Q, W_K, W_V, tau) -> torch.Tensor:
-    """Eq. ``sv-collapse``: ``sigma_min(Attn(X)) <= max_p ||P_p - U||_2 ||X||_2 ||W_V||_2``.
+    """Eq. ``sv-collapse``:
+    ``sigma_min(Attn(X)) <= max_p ||P_p - U||_2 ||X||_2 ||W_V||_2``.
 
     Valid when ``d > N`` (more feature columns than samples), with ``U = 1 1^T / n``.
     """
     if X.shape[-1] <= X.shape[-3]:
-        raise ValueError(f"the collapse bound needs d > N, got d = {X.shape[-1]}, N = {X.shape[-3]}")
+        raise ValueError(f"the collapse bound needs d > N, got d = {X.shape[-1]}, "
+                         f"N = {X.shape[-3]}")
     norm_X = spectrum(X)["sigma_max"]
     norm_V = torch.linalg.matrix_norm(W_V, ord=2).reshape(norm_X.shape)
     return uniform_deviation(X, W_Q, W_K, tau) * norm_X * norm_V
 
 
 def identity_value_lower_bound(X, W_Q, W_K, tau, beta: float) -> torch.Tensor:
-    """Eq. ``sv-identity``: with ``W_V = I``, ``sigma_min(Z) >= (beta - max_p ||P_p - U||_2) sigma_min(X)``."""
-    return (float(beta) - uniform_deviation(X, W_Q, W_K, tau)) * spectrum(X)["sigma_min"]
+    """Eq. ``sv-identity``: with ``W_V = I``,
+    ``sigma_min(Z) >= (beta - max_p ||P_p - U||_2) sigma_min(X)``."""
+    return ((float(beta) - uniform_deviation(X, W_Q, W_K, tau))
+            * spectrum(X)["sigma_min"])

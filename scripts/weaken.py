@@ -41,6 +41,10 @@ THEORY = ("tests/test_bounds.py", "tests/test_certificate.py",
 #: The tests of the L-layer composition and of the measured K_H.
 COMPOSITION = ("tests/test_certificate.py",)
 MEASUREMENT = ("tests/test_tightness.py", "tests/test_certificate.py")
+#: The tests of the Lipschitz chapter's numeric check.
+LIPSCHITZ = ("tests/test_lipschitz.py",)
+#: The tests of the singular-value chapter's sweep and claim.
+SINGULAR = ("tests/test_singular_values.py",)
 
 
 class DoesNotApply(Exception):
@@ -185,6 +189,8 @@ def _statements(node: ast.AST):
 
 # ------------------------------------------------------------------------- the entries
 CERT, BOUNDS, TIGHT = "rcutil/certificate.py", "rcutil/bounds.py", "rcutil/tightness.py"
+LIP = "rcutil/experiments/lipschitz.py"
+SV = "rcutil/experiments/singular_values.py"
 #: the statement of feature_jets that composes block l (it holds ``trace[p][l]``)
 BLOCK_STEP = "trace[p][l]"
 
@@ -261,6 +267,44 @@ CHANGES: dict[str, Change] = {
     "K_H search without moves": Change(
         TIGHT, "measure", "math.ceil(iterations / SEARCH_LANCZOS_STEPS)", new="0",
         tests=MEASUREMENT),
+    # ---- the Lipschitz check: a difference or a constant in a norm not the text's
+    "a Lipschitz difference measured in the spectral norm": Change(
+        LIP, "ratio", "torch.linalg.matrix_norm(f(a1) - f(a0))",
+        new="torch.linalg.matrix_norm(f(a1) - f(a0), ord=2)", tests=LIPSCHITZ),
+    "a Lipschitz step measured in the spectral norm": Change(
+        LIP, "ratio", "torch.linalg.matrix_norm(a1 - a0)",
+        new="torch.linalg.matrix_norm(a1 - a0, ord=2)", tests=LIPSCHITZ),
+    "L_{W_Q} built from the Frobenius norm of X": Change(
+        LIP, "constants",
+        "bounds.attention_lipschitz_WQ(spec(X), spec(W['W_K']), spec(W['W_V']), tau)",
+        new="bounds.attention_lipschitz_WQ(float(X.norm()), spec(W['W_K']), "
+            "spec(W['W_V']), tau)", tests=LIPSCHITZ),
+    "L_{W_K} built from the largest row norm of X": Change(
+        LIP, "constants",
+        "bounds.attention_lipschitz_WK(spec(X), spec(W['W_Q']), spec(W['W_V']), tau)",
+        new="bounds.attention_lipschitz_WK(float(X.norm(dim=1).max()), spec(W['W_Q']), "
+            "spec(W['W_V']), tau)", tests=LIPSCHITZ),
+    "L_{W_V} built from the spectral norm of X": Change(
+        LIP, "constants",
+        "bounds.attention_lipschitz_WV(n, float(X.norm(dim=1).max()))",
+        new="bounds.attention_lipschitz_WV(n, spec(X))", tests=LIPSCHITZ),
+    "L_{W_1} built from the Frobenius norm of Z": Change(
+        LIP, "constants", "bounds.ffn_lipschitz_W1(spec(X), spec(W['W_2']))",
+        new="bounds.ffn_lipschitz_W1(float(X.norm()), spec(W['W_2']))",
+        tests=LIPSCHITZ),
+    "L_{W_U} built from the Frobenius norm of H": Change(
+        LIP, "constants", "bounds.output_lipschitz_WU(spec(X))",
+        new="bounds.output_lipschitz_WU(float(X.norm()))", tests=LIPSCHITZ),
+    # ---- the residual's claim read from the wrong statistic, field or beta
+    "residual claim by the median gain, not the smallest": Change(
+        SV, "claims", "gain.min() > GAIN", new="np.median(gain) > GAIN",
+        tests=SINGULAR),
+    "residual claim's condition numbers read from sigma_min": Change(
+        SV, "kappa_medians", "at_beta(result, regime, 'kappa', b)",
+        new="at_beta(result, regime, 'sigma_min', b)", tests=SINGULAR),
+    "residual gain taken at beta = 0.5": Change(
+        SV, "gains", "at_beta(result, regime, 'sigma_min', 1.0)",
+        new="at_beta(result, regime, 'sigma_min', 0.5)", tests=SINGULAR),
 }
 
 

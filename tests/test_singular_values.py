@@ -1,24 +1,109 @@
-"""The beta sweep of the singular-value chapter (rcutil.experiments.singular_values)."""
-import torch
+"""The beta sweep of the singular-value chapter (rcutil.experiments.singular_values):
+Weyl's bound holds on every draw, and the claim follows from the stored sweep."""
+import copy
 
+import numpy as np
+import pytest
+
+from rcutil import checks, claims
 from rcutil.experiments import singular_values as sv
 from rcutil.profiles import settings_for
 
-RTOL = 1e-10
+
+@pytest.fixture(scope="module")
+def result():
+    run = sv.run(settings_for(sv.SETTINGS, "ci"), progress=False)
+    return sv.Result.from_json(run.to_json())   # as the store gives it back
 
 
-def test_beta_sweep_is_deterministic_and_weyl_holds():
-    settings = dict(sv.SETTINGS["ci"], profile="ci")
-    a, b = sv.beta_sweep(settings), sv.beta_sweep(settings)
-    for name, reg in a["regimes"].items():
-        torch.testing.assert_close(reg["sigma_min"], b["regimes"][name]["sigma_min"], rtol=0, atol=0)
-        assert reg["weyl_lower"].shape == reg["sigma_min"].shape
-        assert (reg["weyl_lower"] <= reg["sigma_min"] * (1 + RTOL)).all()
-    collapsed = a["regimes"]["tau=d_qk, collapsed"]
-    assert collapsed["weyl_lower"][-1].median() > 0, "at beta = 1 the median bound is positive"
+def test_the_sweep_is_deterministic_and_weyl_holds(result):
+    again = sv.run(settings_for(sv.SETTINGS, "ci"), progress=False)
+    assert [r.scaling for r in result.regimes] == [sv.STANDARD, sv.COLLAPSED]
+    for a, b in zip(result.regimes, again.regimes):
+        np.testing.assert_array_equal(a.sigma_min, b.sigma_min)
+        assert a.weyl_lower.shape == a.sigma_min.shape == (41, 200)
+        assert (a.weyl_lower <= a.sigma_min * (1 + sv.RTOL)).all()
+    checks.require(sv.checks(result))
 
 
-def test_claim_reads_the_collapsed_regime():
-    result = sv.run(settings_for(sv.SETTINGS, "ci"), progress=False)
+def _regime(result, scaling):
+    (found,) = [r for r in result.regimes if r.scaling == scaling]
+    return found
+
+
+def _row(result, beta):
+    return int(np.flatnonzero(np.isclose(result.betas, beta))[0])
+
+
+def _status(result):
+    """The claim's status from the stored sweep, written out here."""
+    reg = _regime(result, "tau=d_qk")
+    b0, b1 = _row(result, 0.0), _row(result, 1.0)
+    gain = np.min(reg.sigma_min[b1] / reg.sigma_min[b0])
+    drop = np.median(reg.kappa[b0]) / np.median(reg.kappa[b1])
+    return claims.DEVIATION if gain > 100 and drop > 10 else claims.NOT_REPRODUCED
+
+
+def test_the_claim_follows_from_the_collapsed_regime(result):
     (claim,) = sv.claims(result)
-    assert claim.key == "lemma-residual" and claim.status != "not reproduced"
+    assert claim.key == "lemma-residual" and claim.rule
+    assert claim.status == _status(result) == claims.DEVIATION
+
+
+def _edited(result, scaling, field, beta, change):
+    edited = copy.deepcopy(result)
+    values = getattr(_regime(edited, scaling), field)
+    row = _row(edited, beta)
+    values[row] = change(values[row], edited)
+    return edited
+
+
+def _one_draw_gains_50(row, edited):
+    """At beta = 0: one draw (not the one of the smallest gain) raised to 1/50 of its
+    value at beta = 1; the median gain hardly moves."""
+    reg = _regime(edited, "tau=d_qk")
+    at_one = reg.sigma_min[_row(edited, 1.0)]
+    j = int(np.argmax(at_one / row))
+    row = row.copy()
+    row[j] = at_one[j] / 50
+    return row
+
+
+def _one_draw_falls(row, edited):
+    row = row.copy()
+    row[3] = row[3] / 1e4
+    return row
+
+
+@pytest.mark.parametrize("scaling, field, beta, change, flips", [
+    ("tau=d_qk", "sigma_min", 0.0, _one_draw_gains_50, True),
+    ("tau=d_qk", "sigma_min", 1.0, _one_draw_falls, True),
+    ("tau=d_qk", "kappa", 1.0, lambda row, e: row * 400, True),
+    ("tau=sqrt(d_qk)", "sigma_min", 0.0, _one_draw_gains_50, False),
+    ("tau=d_qk", "sigma_min", 0.5, _one_draw_falls, False),
+    ("tau=d_qk", "weyl_lower", 1.0, lambda row, e: row * 0, False),
+], ids=["one-draw-at-beta-0", "one-draw-at-beta-1", "kappa-at-beta-1",
+        "other-regime", "other-beta", "other-field"])
+def test_the_claim_flips_with_its_evidence_and_only_with_it(result, scaling, field,
+                                                           beta, change, flips):
+    edited = _edited(result, scaling, field, beta, change)
+    expected = claims.NOT_REPRODUCED if flips else claims.DEVIATION
+    assert _status(edited) == expected
+    assert sv.claims(edited)[0].status == expected
+
+
+def test_one_draw_below_the_gain_fails_the_acceptance_table(result):
+    edited = _edited(result, "tau=d_qk", "sigma_min", 0.0, _one_draw_gains_50)
+    failed = [row.what for row in sv.checks(edited) if not row.ok]
+    assert len(failed) == 1 and "smallest gain" in failed[0]
+
+
+def test_the_weyl_onset_is_where_the_median_bound_turns_positive(result):
+    reg = _regime(result, "tau=d_qk")
+    median = np.median(reg.weyl_lower, axis=1)
+    onset = sv.weyl_onset(result, reg)
+    i = _row(result, onset)
+    assert (median[i:] > 0).all() and median[i - 1] <= 0
+    never = copy.deepcopy(result)
+    _regime(never, "tau=d_qk").weyl_lower[-1] = -1.0
+    assert np.isnan(sv.weyl_onset(never, _regime(never, "tau=d_qk")))

@@ -61,27 +61,24 @@ def test_samplers_are_exact_seeded_draws():
     assert W_Q0.abs().sum() == 0
 
 
+def _pairs(seed, widths, scale):
+    """The (Q, K) column blocks that nested_score_products draws, in its order."""
+    gen = torch.Generator().manual_seed(seed)
+    return [tuple(torch.randn(3, w, generator=gen, dtype=torch.float64) * scale
+                  for _ in range(2)) for w in widths]
+
+
 def test_nested_score_products_are_sums_of_column_blocks():
     got = spectra.nested_score_products(3, [2, 5], seed=4, chunk=3)
-    gen = torch.Generator().manual_seed(4)
-    Q1, K1 = (torch.randn(3, 2, generator=gen, dtype=torch.float64) / math.sqrt(3)
-              for _ in range(2))
-    Q2, K2 = (torch.randn(3, 3, generator=gen, dtype=torch.float64) / math.sqrt(3)
-              for _ in range(2))
+    (Q1, K1), (Q2, K2) = _pairs(4, [2, 3], 1 / math.sqrt(3))
     torch.testing.assert_close(got[0], Q1 @ K1.T)
     torch.testing.assert_close(got[1], Q1 @ K1.T + Q2 @ K2.T)
     with_std = spectra.nested_score_products(3, [1], seed=4, std=2.0)
-    gen = torch.Generator().manual_seed(4)
-    Q, K = (torch.randn(3, 1, generator=gen, dtype=torch.float64) * 2.0
-            for _ in range(2))
+    ((Q, K),) = _pairs(4, [1], 2.0)
     torch.testing.assert_close(with_std[0], Q @ K.T)
     # a block that ends inside a value: only the columns up to that value are drawn
     got = spectra.nested_score_products(3, [2, 4], seed=4, chunk=3)
-    gen = torch.Generator().manual_seed(4)
-    Q1, K1 = (torch.randn(3, 2, generator=gen, dtype=torch.float64) / math.sqrt(3)
-              for _ in range(2))
-    Q2, K2 = (torch.randn(3, 2, generator=gen, dtype=torch.float64) / math.sqrt(3)
-              for _ in range(2))
+    (Q1, K1), (Q2, K2) = _pairs(4, [2, 2], 1 / math.sqrt(3))
     torch.testing.assert_close(got[1], Q1 @ K1.T + Q2 @ K2.T)
 
 

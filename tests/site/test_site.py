@@ -4,10 +4,15 @@ Runs after ``jupyter-book build`` (the test command's last stage). The site in
 ``_build/html`` (or ``$RCUTIL_SITE_DIR``) is served on 127.0.0.1 and each page is checked for:
 no console errors; typeset math (MathJax output present, no raw ``$$`` left); no TeX source
 (``\\to``, ``_{``, ``$``, ...) in the text outside typeset math and code, in the page or in its
-title; printed outputs no wider than the column; images that load; internal links whose page
-and anchor exist; numbered references (figures, equations, theorems) that resolve. A
-screenshot of every page goes to ``_build/screenshots``. The browser and its driver are the
-ones :mod:`chrome` finds (``tests/site/chrome.py``).
+title; printed outputs no wider than the column; images that load, with alt text that says
+what they show (not a file path); internal links whose page and anchor exist; numbered
+references (figures, equations, theorems) that resolve; code lines of at most 88 characters;
+no template or code text in the prose (``seed(s)``, ``{a/b}``, ``: True``, a backticked
+constant name, an equation's label where its number belongs); a description for search
+engines. Then, as on a phone (390 px wide) and in print: nothing wider than the page, and
+every equation or table wider than its column scrolls in a box that shows it does. A
+screenshot of every page at 1366 and at 390 px goes to ``_build/screenshots``. The browser and
+its driver are the ones :mod:`chrome` finds (``tests/site/chrome.py``).
 """
 from __future__ import annotations
 
@@ -105,6 +110,27 @@ def test_landing_page_redirects_to_the_intro(server, browser):
     assert browser.current_url.endswith(target), browser.current_url
 
 
+#: At most this many bytes of script per page (MathJax's components take about 700 kB).
+SCRIPT_BYTES = 1_200_000
+SCRIPT_SIZES = """
+return performance.getEntriesByType('resource')
+  .filter(r => r.initiatorType === 'script' || r.name.split('?')[0].endsWith('.js'))
+  .map(r => [r.name.split('?')[0].split('/').pop(), r.decodedBodySize]);
+"""
+
+
+def test_a_page_loads_no_heavy_script(server, browser):
+    """The pages load MathJax's components and the theme's scripts, not Font Awesome's
+    1.4 MB of JavaScript nor a complete MathJax build."""
+    browser.get(server + PAGES[0])
+    browser.execute_async_script(WAIT_FOR_MATHJAX)
+    sizes = dict(browser.execute_script(SCRIPT_SIZES))
+    assert sizes, "no script was measured"
+    heavy = {name: size for name, size in sizes.items() if size > 400_000}
+    assert not heavy, f"scripts over 400 kB: {heavy}"
+    assert sum(sizes.values()) <= SCRIPT_BYTES, sizes
+
+
 WAIT_FOR_MATHJAX = """
 const done = arguments[arguments.length - 1];
 const start = Date.now();
@@ -149,7 +175,24 @@ return {
       p => p.scrollWidth > p.clientWidth + 1).map(
       p => `${p.scrollWidth} px > ${p.clientWidth} px: ${p.textContent.split('\\n').find(
         l => l.length > 60) || p.textContent.slice(0, 80)}`),
-  images: Array.from(document.images).map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
+  images: Array.from(document.images).map(i => ({src: i.currentSrc || i.src, alt: i.alt,
+      inArticle: !!i.closest('.bd-article'), ok: i.complete && i.naturalWidth > 0})),
+  longCode: Array.from(document.querySelectorAll('.bd-article div.highlight pre')).flatMap(
+      p => p.textContent.split('\\n').filter(l => l.length > 88)).map(l => l.slice(0, 100)),
+  prose: (() => {
+    const out = [];
+    const w = document.createTreeWalker(document.querySelector('.bd-article') || document.body,
+                                        NodeFilter.SHOW_TEXT);
+    while (w.nextNode()) {
+      const n = w.currentNode;
+      if (n.parentElement && !n.parentElement.closest(notProse)) out.push(n.textContent);
+    }
+    return out.join(' ').replace(/\\s+/g, ' ');
+  })(),
+  constants: Array.from(document.querySelectorAll('.bd-article p code.literal, .bd-article li code.literal'))
+      .map(c => c.textContent.trim())
+      .filter(t => /^[A-Z][A-Z0-9_]{2,}$/.test(t) && !/^RCUTIL_/.test(t)),   // not a variable to set
+  description: (document.querySelector('meta[name="description"]') || {}).content || '',
   links: Array.from(document.querySelectorAll('a[href]')).map(a => ({
       href: a.href, cls: a.className, text: a.textContent.trim()})),
   numrefs: Array.from(document.querySelectorAll('a.reference.internal')).filter(
@@ -184,6 +227,58 @@ def _target_exists(url: str, page_cache: dict) -> bool:
     return f'id="{frag}"' in page_cache[target] or f"id='{frag}'" in page_cache[target]
 
 
+#: Template or code text that must not reach the prose: "seed(s)", "{0.0001/0.0003}",
+#: "...: True", an equation's label where its number belongs ("eq. model-z").
+TEMPLATE_TEXT = re.compile(r"\b\w+\(s\)|\{[^{}\s]*/[^{}\s]*\}|:\s(?:True|False)\b|"
+                           r"\beqs?\.\s+[a-z]+(?:-[a-z0-9]+)+\b")
+#: An alt text that is a file name or path, not a description.
+PATH_LIKE = re.compile(r"^\S*[/\\]\S*$|\.(svg|png|jpe?g|gif)$", re.I)
+
+LAYOUT_FACTS = """
+const hinted = el => {
+  const s = getComputedStyle(el);
+  return ['auto', 'scroll'].includes(s.overflowX) && s.backgroundAttachment.includes('local');
+};
+const column = document.querySelector('.bd-article') || document.body;
+const main = document.querySelector('.bd-main') || column;
+const cut = [];
+for (const el of document.querySelectorAll('.bd-article div.math, .bd-article table')) {
+  if (el.offsetParent === null) continue;          // folded away
+  // a cell tagged full-width may use the margin beside the column
+  const limit = (el.closest('[class*="full-width"]') ? main : column).getBoundingClientRect().right + 1;
+  let box = el;
+  while (box && box !== column && !hinted(box)) box = box.parentElement;
+  const scrolls = box && box !== column;
+  const wide = el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > limit;
+  if (wide && !scrolls) cut.push(el.tagName + ': ' + el.textContent.trim().slice(0, 60));
+  if (scrolls && box.getBoundingClientRect().right > limit)
+    cut.push('scroll box wider than the column: ' + el.textContent.trim().slice(0, 60));
+}
+return {pageWidth: document.documentElement.scrollWidth, windowWidth: window.innerWidth, cut: cut};
+"""
+
+
+def layout(browser, width: int, page: str, media: str = "screen") -> dict:
+    """Nothing wider than the page, and no equation or table cut off, at ``width`` px."""
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": media})
+    browser.set_window_size(width, 1600)
+    browser.execute_async_script("requestAnimationFrame(() => setTimeout(arguments[0], 150))")
+    facts = browser.execute_script(LAYOUT_FACTS)
+    where = f"{page} at {width} px ({media})"
+    assert facts["pageWidth"] <= facts["windowWidth"] + 1, \
+        f"{where}: the page scrolls sideways ({facts['pageWidth']} px)"
+    assert not facts["cut"], f"{where}: wider than the column with no scroll box: {facts['cut']}"
+    return facts
+
+
+def test_the_layout_check_finds_what_is_cut_off():
+    assert TEMPLATE_TEXT.search("2 seed(s)") and TEMPLATE_TEXT.search("{0.0001/0.0003/0.001}")
+    assert TEMPLATE_TEXT.search("holds: True") and TEMPLATE_TEXT.search("(eq. model-z)")
+    assert not TEMPLATE_TEXT.search("the seeds (three of them) at eq. (4): true to within 1e-3")
+    assert PATH_LIKE.search("_images/abc123.svg") and PATH_LIKE.search("fig.png")
+    assert not PATH_LIKE.search("Loss against GD step for each residual strength")
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_page(page, server, browser):
     browser.get_log("browser")  # drop what earlier pages left
@@ -212,6 +307,15 @@ def test_page(page, server, browser):
 
     broken_images = [i["src"] for i in facts["images"] if not i["ok"]]
     assert not broken_images, f"{page}: images that do not load: {broken_images}"
+    bad_alt = [i["src"] for i in facts["images"] if i["inArticle"] and
+               (not i["alt"].strip() or PATH_LIKE.search(i["alt"].strip()))]
+    assert not bad_alt, f"{page}: figures whose alt text is empty or a file path: {bad_alt}"
+    assert not facts["longCode"], f"{page}: code lines over 88 characters: {facts['longCode'][:3]}"
+    template = sorted(set(m.group() for m in TEMPLATE_TEXT.finditer(facts["prose"])))
+    assert not template, f"{page}: template or code text in the prose: {template}"
+    assert not facts["constants"], f"{page}: constant names in the prose (say the value): " \
+                                   f"{facts['constants']}"
+    assert len(facts["description"]) >= 40, f"{page}: no description for search engines"
 
     cache: dict = {}
     internal = [l for l in facts["links"] if l["href"].startswith(server)]
@@ -220,6 +324,14 @@ def test_page(page, server, browser):
 
     unresolved = [r for r in facts["numrefs"] if not _target_exists(r["href"], cache)]
     assert not unresolved, f"{page}: references that do not resolve: {unresolved}"
+
+    # as on a phone, and in print (an A4 page is about 700 px wide inside its margins)
+    layout(browser, 1366, page)
+    layout(browser, 390, page)
+    browser.save_screenshot(str(SHOTS / (page.replace("/", "__").removesuffix(".html") + "-390.png")))
+    layout(browser, 700, page, media="print")
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "screen"})
+    browser.set_window_size(1280, 1600)
 
     # launch buttons open the published notebook of this very chapter, never the .md source
     stem = Path(page).stem
@@ -234,7 +346,9 @@ def test_references_are_checked_somewhere():
     patterns = {
         "figure": re.compile(r'class="std std-numref">Fig\. \d+'),
         "equation": re.compile(r'href="[^"]*#equation-[^"]+"'),
-        "theorem": re.compile(r'class="reference internal" href="[^"]*#[^"]+">(Theorem|Lemma|Corollary) \d+</a>'),
+        # a link into a theorem, lemma or corollary box (labels *-thm-*, *-lem-*, ...)
+        "theorem": re.compile(r'class="reference internal" href="[^"]*#([a-z]+-)*'
+                              r'(thm|lem|cor)-[^"]+"'),
     }
     found = {kind for page in PAGES for kind, pat in patterns.items()
              if pat.search((SITE / page).read_text(errors="replace"))}
