@@ -46,8 +46,8 @@ def model_flops(settings: dict, d: int = 14, d_out: int = 1) -> int:
     n, k, f, o = settings["n"], settings["d_qk"], settings["d_F"], d_out
     forward = 2 * (2 * n * d * k + n * n * k + n * d * d + n * n * d + 2 * n * d * f
                    + n * d * o)
-    backward = 2 * (2 * n * d * o + 4 * n * f * d + 2 * n * n * d + n * d * d + 2 * n * n * k
-                    + 2 * n * d * k)
+    backward = 2 * (2 * n * d * o + 4 * n * f * d + 2 * n * n * d + n * d * d
+                    + 2 * n * n * k + 2 * n * d * k)
     models = len(settings["betas"]) * len(settings["seeds"])
     return (forward + backward) * settings["n_windows"] * models
 
@@ -75,12 +75,15 @@ def matmul_peak(size: int, repeats: int = 5) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=PROFILES, default="book")
-    parser.add_argument("--windows", type=int, default=None, help="N, default the profile's")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per beta, default "
-                        "the profile's")
-    parser.add_argument("--steps", type=int, default=10, help="timed GD steps per variant")
+    parser.add_argument("--windows", type=int, default=None,
+                        help="N, default the profile's")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="seeds per beta, default the profile's")
+    parser.add_argument("--steps", type=int, default=10,
+                        help="timed GD steps per variant")
     parser.add_argument("--repeats", type=int, default=3, help="timings per variant")
-    parser.add_argument("--peak-size", type=int, default=1024, help="matrix size of the peak")
+    parser.add_argument("--peak-size", type=int, default=1024,
+                        help="matrix size of the peak")
     args = parser.parse_args(argv)
     settings = settings_for(jena.SETTINGS, args.profile)
     if args.windows:
@@ -114,16 +117,19 @@ def main(argv=None) -> int:
     rate = flops / per_step["batched"]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"profile {args.profile}: {B} models (betas {list(settings['betas'])} x "
-          f"{len(settings['seeds'])} seeds), X of shape {tuple(X.shape)}, float64, {threads} "
-          f"torch thread(s), load average {load:.2f}; CPU seconds")
-    print(f"  batched (closed form)    : {per_step['batched'] * 1e3:9.2f} ms per step of all")
-    print(f"  loop over {B:3d} models     : {per_step['loop'] * 1e3:9.2f} ms per step of all")
-    print(f"  speed-up of the batched  : {per_step['loop'] / per_step['batched']:9.2f} x")
+          f"{len(settings['seeds'])} seeds), X of shape {tuple(X.shape)}, float64, "
+          f"{threads} torch thread(s), load average {load:.2f}; CPU seconds")
+    batched_ms, loop_ms = per_step["batched"] * 1e3, per_step["loop"] * 1e3
+    print(f"  batched (closed form)    : {batched_ms:9.2f} ms per step of all")
+    print(f"  loop over {B:3d} models     : {loop_ms:9.2f} ms per step of all")
+    print(f"  speed-up of the batched  : {loop_ms / batched_ms:9.2f} x")
     print(f"  model FLOPs of one step  : {flops / 1e9:9.3f} GFLOP")
     print(f"  batched rate             : {rate / 1e9:9.2f} GFLOP/s")
-    print(f"  float64 matmul peak      : {peak / 1e9:9.2f} GFLOP/s ({args.peak_size}^2)")
+    print(f"  float64 matmul peak      : {peak / 1e9:9.2f} GFLOP/s "
+          f"({args.peak_size}^2)")
     print(f"  share of the peak        : {rate / peak:9.1%}")
-    print(f"  Lanczos step             : {lanczos * 1e3:9.2f} ms (one Hessian-vector product)")
+    print(f"  Lanczos step             : {lanczos * 1e3:9.2f} ms "
+          f"(one Hessian-vector product)")
     return 0
 
 

@@ -114,7 +114,7 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
 
 
 
-# --------------------------------------------------------------------------- many models at once
+# ---------------------------------------------------------------- many models at once
 @dataclass
 class BatchedHistory:
     """What :func:`batched_gradient_descent` records for B models, one column per
@@ -147,8 +147,8 @@ def _check_finite(loss: torch.Tensor, t: int, stack, step: str, setting: str) ->
         bad = torch.nonzero(~torch.isfinite(loss)).flatten().tolist()
         raise TrainingDiverged(
             f"training diverged at step {t} for models {bad} (beta "
-            f"{[round(x, 4) for x in stack.beta[bad].tolist()]}, {step}): lower {setting}, "
-            f"for example halve it")
+            f"{[round(x, 4) for x in stack.beta[bad].tolist()]}, {step}): lower "
+            f"{setting}, for example halve it")
 
 
 def _steps_count(steps) -> int:
@@ -157,10 +157,11 @@ def _steps_count(steps) -> int:
     return steps
 
 
-def batched_gradient_descent(stack, X: torch.Tensor, Y: torch.Tensor, *, mu, steps: int,
-                             observe: Callable[[torch.Tensor, object], Mapping] | None = None,
-                             observe_every: int | None = None, progress: bool = False,
-                             desc: str = "GD", setting: str = "mu") -> BatchedHistory:
+def batched_gradient_descent(
+        stack, X: torch.Tensor, Y: torch.Tensor, *, mu, steps: int,
+        observe: Callable[[torch.Tensor, object], Mapping] | None = None,
+        observe_every: int | None = None, progress: bool = False, desc: str = "GD",
+        setting: str = "mu") -> BatchedHistory:
     """Full-batch GD (eq. ``gd``) of the B one-layer models of ``stack`` (a
     :class:`rcutil.model.Stack`) on the samples they share, model ``b`` at its own
     constant step ``mu[b]`` (``mu``: one number, or B). On the CPU a step is the
@@ -186,17 +187,18 @@ def batched_gradient_descent(stack, X: torch.Tensor, Y: torch.Tensor, *, mu, ste
     step, hist = _batched_step(X), {k: np.full((B, steps + 1), np.nan) for k in
                                     ("loss", "sigma_min", "sigma_max")}
     observed: dict[str, list] = {}
+    mu_text = f"mu {[f'{m:.3g}' for m in mu.tolist()]}"
     s = stack._replace(W={k: v.detach().clone() for k, v in stack.W.items()})
     for segment in loop(segments, desc=f"{desc}, segments", unit="segment",
                         progress=progress and len(segments) > 1):
         for t in loop(segment, desc=desc, unit="GD step", progress=progress):
             loss, grad, Z = step(s, X, Y)
-            _check_finite(loss, t, s, f"mu {[f'{m:.3g}' for m in mu.tolist()]}", setting)
+            _check_finite(loss, t, s, mu_text, setting)
             sv = torch.linalg.svdvals(torch.linalg.qr(Z, mode="r")[1])    # those of Z
             hist["loss"][:, t] = loss.cpu().numpy()
             hist["sigma_min"][:, t] = sv[:, -1].cpu().numpy()
             hist["sigma_max"][:, t] = sv[:, 0].cpu().numpy()
-            if t == segment[0]:         # observed after the loop, where the estimate sees it
+            if t == segment[0]:  # observed after the loop, where the estimate sees it
                 first = (Z, s._replace(W={k: v.clone() for k, v in s.W.items()}))
             if t < steps:
                 for k, W in s.W.items():
@@ -204,8 +206,9 @@ def batched_gradient_descent(stack, X: torch.Tensor, Y: torch.Tensor, *, mu, ste
         if observe is not None:
             for name, value in observe(*first).items():
                 observed.setdefault(name, []).append(np.asarray(value, dtype=float))
-    return BatchedHistory(mu.cpu().numpy(), hist["loss"], hist["sigma_min"], hist["sigma_max"],
-                          starts, {k: np.stack(v, axis=-1) for k, v in observed.items()}, s)
+    return BatchedHistory(mu.cpu().numpy(), hist["loss"], hist["sigma_min"],
+                          hist["sigma_max"], starts,
+                          {k: np.stack(v, axis=-1) for k, v in observed.items()}, s)
 
 
 def batched_adam(stack, X: torch.Tensor, Y: torch.Tensor, *, lr: float, steps: int,

@@ -5,15 +5,26 @@ import numpy as np
 import pytest
 import torch
 
-from rcutil.model import (Stack, Transformer, autograd_loss_and_gradient, batched_loss,
-                          loss_and_gradient, stack)
-from rcutil.train import (TrainingDiverged, batched_adam, batched_gradient_descent,
-                          gradient_descent)
+from rcutil.model import (
+    Stack,
+    Transformer,
+    autograd_loss_and_gradient,
+    batched_loss,
+    loss_and_gradient,
+    stack,
+)
+from rcutil.train import (
+    TrainingDiverged,
+    batched_adam,
+    batched_gradient_descent,
+    gradient_descent,
+)
 
 BETAS = (0.0, 0.3, 0.75, 1.0)
 
 
-def problem(d_out=1, activation="tanh", betas=BETAS, seeds=(0, 1), N=5, n=4, d=6, seed=0):
+def problem(d_out=1, activation="tanh", betas=BETAS, seeds=(0, 1), N=5, n=4, d=6,
+            seed=0):
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(N, n, d, generator=g, dtype=torch.float64)
     Y = torch.randn(N, n, d_out, generator=g, dtype=torch.float64)
@@ -125,7 +136,7 @@ def test_observe_is_called_every_k_iterates_and_at_the_last():
     assert hist.observed["norm"].shape == (len(s.beta), 4)
     again = batched_gradient_descent(s, X, Y, mu=1e-3, steps=3)
     torch.testing.assert_close(seen[1][0], loss_and_gradient(again.final, X, Y).Z)
-    torch.testing.assert_close(seen[1][1], again.final.W["W_1"])     # the weights of t = 3
+    torch.testing.assert_close(seen[1][1], again.final.W["W_1"])  # the weights of t = 3
 
 
 def test_divergence_names_the_models_and_the_setting_to_lower():
@@ -137,7 +148,8 @@ def test_divergence_names_the_models_and_the_setting_to_lower():
     assert "models [1]" in msg and "lower mu_factor" in msg
 
 
-@pytest.mark.parametrize("mu, match", [(0.0, "mu of model 0"), ([1e-3], "one per model"),
+@pytest.mark.parametrize("mu, match", [(0.0, "mu of model 0"),
+                                       ([1e-3], "one per model"),
                                        (float("nan"), "mu of model 0")])
 def test_bad_steps_are_refused(mu, match):
     _, s, X, Y = problem(betas=(0.0,), seeds=(0, 1))
