@@ -45,6 +45,8 @@ MEASUREMENT = ("tests/test_tightness.py", "tests/test_certificate.py")
 LIPSCHITZ = ("tests/test_lipschitz.py",)
 #: The tests of the singular-value chapter's sweep and claim.
 SINGULAR = ("tests/test_singular_values.py",)
+#: The tests of the Jena experiment's claims.
+JENA_TESTS = ("tests/test_jena.py",)
 
 
 class DoesNotApply(Exception):
@@ -191,6 +193,7 @@ def _statements(node: ast.AST):
 CERT, BOUNDS, TIGHT = "rcutil/certificate.py", "rcutil/bounds.py", "rcutil/tightness.py"
 LIP = "rcutil/experiments/lipschitz.py"
 SV = "rcutil/experiments/singular_values.py"
+JENA = "rcutil/experiments/jena.py"
 #: the statement of feature_jets that composes block l (it holds ``trace[p][l]``)
 BLOCK_STEP = "trace[p][l]"
 
@@ -305,6 +308,26 @@ CHANGES: dict[str, Change] = {
     "residual gain taken at beta = 0.5": Change(
         SV, "gains", "at_beta(result, regime, 'sigma_min', 1.0)",
         new="at_beta(result, regime, 'sigma_min', 0.5)", tests=SINGULAR),
+    # ---- the Jena claims read from the wrong rule, horizon, beta, field or factor
+    "Jena order decided at each model's own step": Change(
+        JENA, "claims", "order(result)", new="order(result, 'own')", tests=JENA_TESTS),
+    "Jena verdicts that differ at the own step not a deviation": Change(
+        JENA, "_unlike", """["at each model's own step"] * (own != at_horizons[-1])""",
+        new="[]", tests=JENA_TESTS),
+    "Jena stall at the floor not inconclusive": Change(
+        JENA, "claims", "decide(st, deviation=bool(stall_unlike), floor=floored)",
+        new="decide(st, deviation=bool(stall_unlike), floor=False)", tests=JENA_TESTS),
+    "Jena horizons T/2, T/2, T": Change(
+        JENA, "horizons", "[T // 4, T // 2, T]", new="[T // 2, T // 2, T]",
+        tests=JENA_TESTS),
+    "Jena stall against beta > 0.25 only": Change(
+        JENA, "stall", "b > 0", new="b > 0.25", tests=JENA_TESTS),
+    "Jena ratio gap by a factor of 10": Change(
+        JENA, "ratio_gap", "np.log10(rho0) + np.log10(RATIO_FACTOR)",
+        new="np.log10(rho0) + 1", tests=JENA_TESTS),
+    "Jena floor drift read at Adam's last step": Change(
+        JENA, "floor_drift", "point.floor_run[:, point.floor_run.shape[1] // 2]",
+        new="point.floor_run[:, -1]", tests=JENA_TESTS),
 }
 
 

@@ -7,7 +7,7 @@ PACKAGE = ROOT / "rcutil"
 #: The layers, lowest first; a module may import only from its own layer or lower ones.
 LAYERS = [
     {"env", "validate", "activations", "linalg", "tables", "plotting", "profiles", "progress",
-     "threads", "hessian"},
+     "threads", "hessian", "rounding"},
     {"model", "data"},
     {"train", "bounds", "spectra", "jena_data", "sst2_data", "gpt2", "checks", "claims",
      "estimate"},

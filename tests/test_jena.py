@@ -1,6 +1,10 @@
-"""The Jena sweep: the batched computation is the book's model, the sharpness is the top of the
-Hessian's spectrum, the eight readings of the ratio are what they say, the result has the keys
-the chapter and the CLI use, and the same profile gives the same numbers twice."""
+"""The Jena sweep: every model of the sweep is gradient descent of rcutil.Transformer,
+the sharpness is the top of the Hessian's spectrum, the readings and the floor factor
+are what they say, the result is typed and reproducible, and each claim's status follows
+from the numbers (recomputed here independently, then flipped by editing the evidence).
+"""
+import copy
+import itertools
 import json
 
 import numpy as np
@@ -8,11 +12,14 @@ import pytest
 import torch
 
 import rcutil
-from rcutil import data
+from rcutil import checks, data, results, rounding
+from rcutil import claims as C
+from rcutil.estimate import project
 from rcutil.experiments import jena
-from rcutil.model import block
 from rcutil.profiles import settings_for
-from rcutil.results import to_jsonable
+from rcutil.train import TrainingDiverged
+
+SHORT = {"steps": 40, "adam_steps": 80, "spectra_every": 10, "lanczos_steps": 6}
 
 
 @pytest.fixture(autouse=True)
@@ -22,117 +29,101 @@ def one_thread():
         yield
 
 
-@pytest.fixture
-def small_ci(monkeypatch):
-    """The ci profile with a short training, on the excerpt when it is available."""
+def excerpt():
     try:
-        data.find(jena.SETTINGS["ci"]["file"], allow_download=False)
+        return data.find(jena.SETTINGS["ci"]["file"], allow_download=False)
     except data.DataError as exc:
         pytest.skip(f"the ci excerpt is not available: {exc}")
-    monkeypatch.setitem(jena.SETTINGS, "ci", dict(jena.SETTINGS["ci"], steps=15, lanczos_steps=6,
-                                                  spectra_every=5))
-    return settings_for(jena.SETTINGS, "ci")
 
 
-def synthetic(s, N=6, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    X = torch.randn(N, s["n"], 14, generator=g, dtype=torch.float64)
-    Y = torch.randn(N, s["n"], 1, generator=g, dtype=torch.float64)
-    return X, Y
+def short_ci(**changes):
+    return {**settings_for(jena.SETTINGS, "ci"), **SHORT, **changes}
 
 
-@pytest.mark.parametrize("chunk_bytes", [jena.CHUNK_BYTES, 1], ids=["one-chunk", "chunk-per-sample"])
-def test_batched_equals_loop_of_transformers(monkeypatch, chunk_bytes):
-    monkeypatch.setattr(jena, "CHUNK_BYTES", chunk_bytes)
+@pytest.fixture(scope="module")
+def stored():
+    """A short ci run, stored as JSON and read back, as the chapter and the report see
+    it."""
+    excerpt()
+    with jena.torch_threads(1):
+        result = jena.run(short_ci(), progress=False)
+    return jena.Result.from_json(json.loads(json.dumps(result.to_json())))
+
+
+# --------------------------------------------------------------------------- the sweep
+def test_every_model_of_the_sweep_is_gradient_descent_of_its_transformer(stored):
+    s = stored.settings
+    prepared = jena.load_data(s)
+    X, Y = torch.as_tensor(prepared.X), torch.as_tensor(prepared.Y)
+    for run in stored.runs:
+        for i, seed in enumerate(s["seeds"]):
+            model = jena.make_model(s, beta=run.beta, seed=seed)
+            h = rcutil.gradient_descent(model, X, Y, mu=run.step_size[i],
+                                        steps=s["steps"])
+            np.testing.assert_allclose(run.loss[i], h.loss, rtol=1e-9,
+                                       err_msg=f"{run.rule}, {run.beta}, {seed}")
+            np.testing.assert_allclose(run.sigma_min[i], h.sigma_min, rtol=1e-6)
+            np.testing.assert_allclose(run.sigma_max[i], h.sigma_max, rtol=1e-9)
+
+
+def test_step_rules_floor_and_ratio_are_what_the_result_says(stored):
+    lam = np.array([p.sharpness for p in stored.points])
+    for run in stored.runs:
+        b = jena.betas(stored).index(run.beta)
+        expected = 1 / lam.max() if run.rule == "common" else 1 / lam[b]
+        np.testing.assert_allclose(run.step_size, expected, rtol=1e-12)
+    for p in stored.points:
+        lowest = np.min([r.loss.min(1) for r in stored.runs if r.beta == p.beta]
+                        + [p.floor_run.min(1)], axis=0)
+        np.testing.assert_array_equal(p.floor, lowest)
+        common = results.pick(stored.runs, beta=p.beta, rule="common")
+        np.testing.assert_allclose(p.ratio, (common.sigma_min ** 2).min(1)
+                                   / common.sigma_max.max(1), rtol=1e-12)
+    assert stored.grid == list(range(0, SHORT["steps"] + 1, SHORT["spectra_every"]))
+    start = jena.models(stored.settings)
+    for i, p in enumerate(stored.points):   # det W_V on the grid, at t = 0 the draw's
+        S = len(stored.settings["seeds"])
+        np.testing.assert_allclose(p.det_W_V[:, 0], torch.linalg.det(
+            start.W["W_V"][i * S:(i + 1) * S]).numpy(), rtol=1e-12)
+        assert p.det_W_V.shape == (S, len(stored.grid))
+
+
+def test_models_of_one_seed_differ_only_by_beta():
     s = settings_for(jena.SETTINGS, "ci")
-    X, Y = synthetic(s)
-    template, params, betas, pairs = jena.stacked_models(s)
-    assert len(jena.Samples(X, Y, len(pairs), s["d_F"]).chunks) == (1 if chunk_bytes > 1 else 6)
-    mu, steps = 2e-3, 12
-    hist = jena.batched_gd(template, params, betas, X, Y, mu=mu, steps=steps)
-    # every (beta, seed) against rcutil.Transformer + rcutil.train.gradient_descent
-    ref = jena.loop_gd(s, X, Y, mu=mu, steps=steps)
-    for key in ("loss", "sigma_min", "sigma_max"):
-        np.testing.assert_allclose(hist[key], ref[key], rtol=1e-10, atol=0)
-    # and one model written out by hand, its final weights included
-    b = pairs.index((0.5, 1))
-    model = rcutil.Transformer(14, s["d_qk"], s["d_F"], 1, beta=0.5, seed=1)
-    h = rcutil.gradient_descent(model, X, Y, mu=mu, steps=steps)
-    np.testing.assert_allclose(hist["loss"][b], h.loss, rtol=1e-10, atol=0)
-    np.testing.assert_allclose(hist["sigma_min"][b], h.sigma_min, rtol=1e-10, atol=0)
-    for name, p in model.named_parameters():
-        np.testing.assert_allclose(hist["params"][name][b].numpy(), p.detach().numpy(),
-                                   rtol=1e-10, atol=1e-13)
-    fro = [torch.linalg.matrix_norm(model(X, return_all=True).Z[0].reshape(-1, 14)).item()]
-    np.testing.assert_allclose(hist["frobenius"][b][-1:], fro, rtol=1e-10)
-    assert hist["loss"][b][-1] < hist["loss"][b][0]
-
-
-def test_gradient_is_autograd_of_the_models_equations(monkeypatch):
-    """eq. (jena-grad) against automatic differentiation of rcutil.model.block, over several
-    chunks, and the autograd path itself (the step off the CPU) against the same."""
-    monkeypatch.setattr(jena, "CHUNK_BYTES", 1)
-    s = dict(settings_for(jena.SETTINGS, "ci"), seeds=(0, 3), betas=(0.0, 0.3, 1.0))
-    X, Y = synthetic(s, N=5, seed=2)
-    template, params, betas, _ = jena.stacked_models(s)
-    W = {k: v.clone().requires_grad_() for k, v in jena._paper_weights(template, params).items()}
-    out, Z = block(X, *(W[k][:, None] for k in ("W_Q", "W_K", "W_V", "W_1", "W_2")),
-                   beta=betas.view(-1, 1, 1, 1), tau=template.tau, activation=torch.tanh)
-    loss = 0.5 * ((out @ W["W_U"][:, None] - Y) ** 2).sum(dim=(1, 2, 3))
-    ref = torch.autograd.grad(loss.sum(), list(W.values()))
-    samples = jena.Samples(X, Y, len(betas), s["d_F"])
-    assert len(samples.chunks) == 5
-    detached = {k: v.detach() for k, v in W.items()}
-    for got, grads, Zs in (jena.loss_and_grad(detached, betas, samples, tau=template.tau),
-                           jena.autograd_loss_and_grad(detached, betas, X, Y, tau=template.tau)):
-        np.testing.assert_allclose(got.numpy(), loss.detach().numpy(), rtol=1e-12)
-        for (name, g), r in zip(grads.items(), ref):
-            np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
-        np.testing.assert_allclose(torch.cat(Zs, 1).numpy(), Z.detach().reshape(len(betas), -1, 14).numpy(),
-                                   rtol=1e-12, atol=1e-14)
-
-
-def test_softmax_survives_scores_that_overflow_exp():
-    S = torch.tensor([[[800.0, -800.0], [799.0, -801.0], [0.0, -802.0]]], dtype=torch.float64)
-    np.testing.assert_allclose(jena._softmax_columns(S.clone()), torch.softmax(S, dim=1), rtol=1e-14)
-    S = torch.randn(3, 5, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    np.testing.assert_allclose(jena._softmax_columns(S.clone()), torch.softmax(S, dim=1), rtol=1e-14)
-
-
-def test_models_differ_only_by_beta_at_the_same_seed():
-    s = settings_for(jena.SETTINGS, "ci")
-    _, params, betas, pairs = jena.stacked_models(s)
-    i, j = pairs.index((0.0, 2)), pairs.index((1.0, 2))
-    for p in params.values():
-        assert torch.equal(p[i], p[j])
-    assert betas[i] == 0.0 and betas[j] == 1.0
+    stack = jena.models(s)
+    S = len(s["seeds"])
+    for w in stack.W.values():
+        torch.testing.assert_close(w[2], w[4 * S + 2])
+    assert stack.beta[2] == 0.0 and stack.beta[4 * S + 2] == 1.0
 
 
 def test_sharpness_is_the_top_eigenvalue_of_the_dense_hessian():
-    s = dict(settings_for(jena.SETTINGS, "ci"), d_qk=2, d_F=3, betas=(0.0, 1.0), seeds=(0,))
+    s = dict(settings_for(jena.SETTINGS, "ci"), d_qk=2, d_F=3, betas=(0.0, 1.0),
+             seeds=(0,))
     g = torch.Generator().manual_seed(1)
     X = torch.randn(3, 4, 14, generator=g, dtype=torch.float64)
     Y = torch.randn(3, 4, 1, generator=g, dtype=torch.float64)
-    template, params, betas, pairs = jena.stacked_models(s)
-    lam = jena.sharpness(template, params, betas, X, Y, iterations=60)
-    rough = jena.sharpness(template, params, betas, X, Y, iterations=3)
-    for b, (beta, seed) in enumerate(pairs):
-        model = jena.make_model(s, beta=beta, seed=seed)
-        names = [n for n, _ in model.named_parameters()]
+    stack = jena.models(s)
+    lam = jena.sharpness(stack, X, Y, iterations=60)
+    rough = jena.sharpness(stack, X, Y, iterations=3)
+    for b, beta in enumerate(s["betas"]):
+        model = jena.make_model(s, beta=beta, seed=0)
+        names = [k for k, _ in model.named_parameters()]
         shapes = [p.shape for _, p in model.named_parameters()]
         flat0 = torch.cat([p.detach().reshape(-1) for _, p in model.named_parameters()])
 
-        def loss(flat, model=model, names=names, shapes=shapes, beta=beta):
+        def loss(flat, model=model, names=names, shapes=shapes):
             parts, k = {}, 0
-            for n, sh in zip(names, shapes):
-                parts[n] = flat[k:k + sh.numel()].reshape(sh)
-                k += sh.numel()
-            out = torch.func.functional_call(model, parts, (X,), {"beta": beta})
+            for name, shape in zip(names, shapes):
+                parts[name] = flat[k:k + shape.numel()].reshape(shape)
+                k += shape.numel()
+            out = torch.func.functional_call(model, parts, (X,))
             return rcutil.squared_loss(out, Y)
 
-        top = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, flat0))[-1].item()
+        hessian = torch.autograd.functional.hessian(loss, flat0)
+        top = torch.linalg.eigvalsh(hessian)[-1].item()
         np.testing.assert_allclose(lam[b], top, rtol=1e-9)
-        assert rough[b] < top * (1 - 1e-6)   # three Lanczos steps are not enough: the test can tell
+        assert rough[b] < top * (1 - 1e-6)   # three Lanczos steps are not enough
 
 
 def test_readings_are_the_spectra_they_name():
@@ -140,114 +131,374 @@ def test_readings_are_the_spectra_they_name():
     B, N, n, d = 2, 5, 6, 4
     Z = torch.randn(B, N * n, d, generator=gen, dtype=torch.float64)
     Z[1, :n] = torch.outer(torch.randn(n, generator=gen, dtype=torch.float64),
-                           torch.randn(d, generator=gen, dtype=torch.float64))  # a rank-one sample
-    chunks = [Z[:, :2 * n], Z[:, 2 * n:]]
-    got = jena.reading_spectra(chunks, n)
+                           torch.randn(d, generator=gen, dtype=torch.float64))  # rank 1
+    got = rounding.reading_spectra(Z, n)
     per = torch.linalg.svdvals(Z.reshape(B, N, n, d))
-    np.testing.assert_allclose(got["float64/per-sample"][0], per[..., -1].amin(1), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(got["float64/per-sample"][1], per[..., 0].amax(1), rtol=1e-12)
-    np.testing.assert_allclose(got["float64/per-sample"][2],
-                               torch.linalg.matrix_norm(Z.reshape(B, N, n, d)).amax(1), rtol=1e-12)
     whole = torch.linalg.svdvals(Z)
-    np.testing.assert_allclose(jena.stacked_singular_values(chunks), whole, rtol=1e-12)
-    np.testing.assert_allclose(got["float64/stacked"][0], whole[:, -1], rtol=1e-12)
-    np.testing.assert_allclose(got["float64/stacked"][2], torch.linalg.matrix_norm(Z), rtol=1e-12)
-    np.testing.assert_allclose(got["float32/stacked"][1], whole[:, 0], rtol=1e-6)
-    # the rank-one sample is singular: its sigma_min sits at each precision's floor
-    for precision in jena.PRECISIONS:
-        smin, spectral, _ = got[f"{precision}/per-sample"]
-        units = jena.floor_units(smin[1:, None], spectral[1:, None], precision)
-        assert units[0] <= jena.FLOOR_UNITS, (precision, units)
-        assert jena.floor_units(smin[:1, None], spectral[:1, None], precision)[0] > 1e3
+    np.testing.assert_allclose(got["float64/per-sample/sigma_min"],
+                               per[..., -1].amin(1),
+                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got["float64/per-sample/spectral"], per[..., 0].amax(1),
+                               rtol=1e-12)
+    np.testing.assert_allclose(got["float64/per-sample/Frobenius"],
+                               torch.linalg.matrix_norm(Z.reshape(B, N, n, d)).amax(1),
+                               rtol=1e-12)
+    np.testing.assert_allclose(got["float64/stacked/sigma_min"], whole[:, -1],
+                               rtol=1e-12)
+    np.testing.assert_allclose(got["float64/stacked/Frobenius"],
+                               torch.linalg.matrix_norm(Z),
+                               rtol=1e-12)
+    np.testing.assert_allclose(got["float32/stacked/spectral"], whole[:, 0], rtol=1e-6)
+    # the rank-one sample sits at each precision's floor, the full-rank model far above
+    # it
+    for precision in rounding.PRECISIONS:
+        units = (got[f"{precision}/per-sample/sigma_min"]
+                 / (rounding.eps(precision)
+                    * got[f"{precision}/per-sample/spectral"]))
+        assert units[1] <= jena.FLOOR_UNITS < 1e3 < units[0], (precision, units)
 
 
-def reading_result(values, floor_units):
-    """A result with only what paper_reading reads: the beta = 0 readings."""
-    readings = {k: {"ratio": v, "ratio_per_seed": [v], "sigma_min": 1.0, "norm": 20.0,
-                    "floor_units": u} for k, v, u in zip(jena.READINGS, values, floor_units)}
-    return {"runs": [{"beta": 0.0, "readings": readings}]}
+def test_floor_factor_of_exactly_rank_deficient_matrices():
+    gen = torch.Generator().manual_seed(5)
+    Z = torch.randn(3, 4 * 8, 6, generator=gen, dtype=torch.float64)
+    found = {(f.layout, f.deficiency): f.c
+             for f in rounding.floor_factors(Z, 8, (1, 3), 64)}
+    assert sorted(found) == [("per-sample", 1), ("per-sample", 3), ("stacked", 1),
+                             ("stacked", 3)]
+    assert found[("per-sample", 1)].shape == (12,)
+    assert found[("stacked", 3)].shape == (3,)
+    for c in found.values():
+        assert (c > 0).all() and (c <= jena.FLOOR_UNITS).all()
+    # by hand for the first stacked matrix: its smallest singular value removed
+    U, S, Vh = torch.linalg.svd(Z[0], full_matrices=False)
+    S[-1] = 0
+    s = torch.linalg.svdvals(((U * S) @ Vh).float())
+    assert found[("stacked", 1)][0] == pytest.approx(
+        (s[-1] / (np.finfo(np.float32).eps * s[0])).item(), rel=1e-6)
+    # and a full-rank matrix is far above the float32 floor
+    s = torch.linalg.svdvals(Z[0].float())
+    assert s[-1] / (np.finfo(np.float32).eps * s[0]) > 1e4
 
 
-def test_paper_reading_picks_the_supported_reading():
-    far = [1e-8] * 8
-    # a float32 reading at its floor, with a floor above the paper's value: the floor reading
-    p = jena.paper_reading(reading_result([1e-16] + far[1:], [0.05] + [1e4] * 7))
-    assert p["float32_at_floor"] == [jena.READINGS[0]] and p["between"] == (jena.READINGS[0], jena.READINGS[1])
-    assert p["float32_floor"] == pytest.approx(np.finfo(np.float32).eps ** 2 * 20.0)
-    assert "float32 rounding floor" in jena.paper_reading_text(p)
-    # a reading within an order of magnitude, above any floor
-    p = jena.paper_reading(reading_result(far[:5] + [3e-13] + far[6:], [1e4] * 8))
-    assert p["within_order"] == [jena.READINGS[5]] and p["closest"] == jena.READINGS[5]
-    assert "within an order of magnitude" in jena.paper_reading_text(p)
-    # none
-    p = jena.paper_reading(reading_result(far, [1e4] * 8))
-    assert p["between"] == (None, jena.READINGS[0]) and "support none" in jena.paper_reading_text(p)
-    assert p["floor_norm"] == pytest.approx(jena.PAPER_RATIO_BETA0 / np.finfo(np.float32).eps ** 2)
+def test_result_is_typed_and_reproducible(stored):
+    again = jena.run(short_ci(), progress=False)
+    assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(stored.to_json(),
+                                                                     sort_keys=True)
+    assert [p.beta for p in stored.points] == list(jena.SETTINGS["ci"]["betas"])
+    assert {(r.beta, r.rule) for r in stored.runs} == {
+        (b, rule) for b in jena.SETTINGS["ci"]["betas"] for rule in jena.RULES}
+    run = results.pick(stored.runs, beta=0.5, rule="own")
+    assert isinstance(run.loss, np.ndarray)
+    assert run.loss.shape == (3, SHORT["steps"] + 1)
+    point = results.pick(stored.points, beta=0.0)
+    assert point.floor_run.shape == (3, SHORT["adam_steps"] + 1)
+    assert set(point.readings) == set(jena.READINGS)
+    assert stored.data["sha256"] == data.sha256sum(excerpt())
 
 
-def test_run_ci_keys(small_ci):
-    r = jena.run(settings_for(jena.SETTINGS, "ci"), progress=False)
-    json.dumps(to_jsonable(r))  # serialisable
-    for key in ("runs", "step_size", "iterations", "seeds", "data", "settings", "readings"):
-        assert key in r
-    assert r["iterations"] == small_ci["steps"] and r["seeds"] == list(small_ci["seeds"])
-    assert {"file", "rows_used", "checksum", "cleaning"} <= set(r["data"])
-    assert r["data"]["checksum"].startswith("sha256:")
-    assert r["readings"]["grid"] == [0, 5, 10, 15]
-    assert [run["beta"] for run in r["runs"]] == list(small_ci["betas"])
-    for run in r["runs"]:
-        for key in ("beta", "loss_history", "loss_std_history", "ratio", "sigma_min_history",
-                    "norm_history", "readings"):
-            assert key in run
-        T = small_ci["steps"] + 1
-        assert len(run["loss_history"]) == len(run["sigma_min_history"]) == len(run["norm_history"]) == T
-        assert isinstance(run["loss_history"], list)
-        L = np.asarray(run["loss_per_seed"])
-        np.testing.assert_allclose(run["loss_history"], L.mean(0))
-        np.testing.assert_allclose(run["loss_std_history"], L.std(0))
-        np.testing.assert_allclose(
-            run["ratio_per_seed"],
-            np.min(np.asarray(run["sigma_min_per_seed"]) ** 2, 1) / np.max(run["norm_per_seed"], 1))
-        assert set(run["readings"]) == set(jena.READINGS)
-        # the stacked float64 spectral reading is the headline ratio taken on the grid
-        grid = r["readings"]["grid"]
-        smin = np.asarray(run["sigma_min_per_seed"])[:, grid]
-        norm = np.asarray(run["norm_per_seed"])[:, grid]
-        np.testing.assert_allclose(run["readings"]["float64/stacked/spectral"]["ratio_per_seed"],
-                                   jena.ratio(smin, norm), rtol=1e-12)
-        assert run["readings"]["float64/stacked/spectral"]["ratio"] >= run["ratio"] * (1 - 1e-12)
-    assert r["step_size"] == pytest.approx(1 / max(max(v) for v in r["sharpness_at_init"]))
+def test_acceptance_holds_on_a_short_run_and_fails_on_a_broken_one(stored):
+    table = jena.checks(stored)
+    checks.require([c for c in table if "floor: Adam" not in c.what])
+    broken = copy.deepcopy(stored)
+    broken.floor_factors[0].c[0] = 3.0            # a floor factor above FLOOR_UNITS
+    results.pick(broken.runs, beta=0.5, rule="own").step_size[0] *= 1.01
+    failed = [c.what for c in jena.checks(broken) if not c.ok]
+    assert any("floor factor" in w for w in failed)
+    assert any("own steps" in w for w in failed)
 
 
-def test_run_is_deterministic(small_ci):
-    a = to_jsonable(jena.run(settings_for(jena.SETTINGS, "ci"), progress=False))
-    b = to_jsonable(jena.run(settings_for(jena.SETTINGS, "ci"), progress=False))
-    assert a == b
+# --------------------------------------------------------------------------- the claims
+def exact_p(a, b):
+    """One-sided exact permutation p of mean(a) - mean(b) being this large, by
+    enumeration."""
+    pooled, n = np.r_[a, b], len(a)
+    observed = np.mean(a) - np.mean(b)
+    diffs = []
+    for chosen in itertools.combinations(range(len(pooled)), n):
+        mask = np.zeros(len(pooled), bool)
+        mask[list(chosen)] = True
+        diffs.append(pooled[mask].mean() - pooled[~mask].mean())
+    return np.mean(np.asarray(diffs) >= observed - 1e-9 * abs(observed))
 
 
-def test_plot_writes_four_figures(small_ci, tmp_path):
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    r = jena.run(settings_for(jena.SETTINGS, "ci"), progress=False)
-    paths = jena.plot(r, tmp_path)
-    assert [p.name for p in paths] == ["jena_loss.svg", "jena_spectra.svg", "jena_ratio.svg",
-                                       "jena_readings.svg"]
-    assert all(p.stat().st_size > 1000 for p in paths)
+def outcome(larger, smaller):
+    """'holds' when ``larger`` is above ``smaller`` at the 0.05 level, 'fails' when
+    below."""
+    if exact_p(larger, smaller) <= 0.05:
+        return "holds"
+    return "fails" if exact_p(smaller, larger) <= 0.05 else "unresolved"
 
 
-def _count(fn):
-    def wrapper(*args, **kwargs):
-        wrapper.steps.append(kwargs["steps"])
-        return fn(*args, **kwargs)
-
-    wrapper.steps = []
-    return wrapper
+def gap(result, beta, rule="common", t=None):
+    t = result.settings["steps"] if t is None else t
+    run = next(r for r in result.runs if r.beta == beta and r.rule == rule)
+    floor = next(p.floor for p in result.points if p.beta == beta)
+    return run.loss[:, t] - np.asarray(floor)
 
 
-def test_settings_rows_agree_and_data_files_are_registered():
+def expected_order(result):
+    T = result.settings["steps"]
+    bs = sorted(p.beta for p in result.points)
+
+    def at(t, rule="common"):
+        steps = [outcome(gap(result, a, rule, t), gap(result, b, rule, t))
+                 for a, b in zip(bs, bs[1:])]
+        ends = outcome(gap(result, bs[0], rule, t), gap(result, bs[-1], rule, t))
+        if "fails" in steps or ends == "fails":
+            return "fails"
+        return "holds" if all(o == "holds" for o in steps) else "unresolved"
+
+    verdicts = [at(t) for t in (T // 4, T // 2, T)] + [at(T, "own")]
+    if floored(result):
+        return C.INCONCLUSIVE
+    if verdicts[2] == "fails":
+        return C.NOT_REPRODUCED
+    if verdicts[2] == "unresolved":
+        return C.INCONCLUSIVE
+    return C.DEVIATION if len(set(verdicts)) > 1 else C.REPRODUCED
+
+
+def floored(result):
+    drift = max((p.floor_run[:, p.floor_run.shape[1] // 2] - p.floor).max()
+                for p in result.points)
+    return max(gap(result, p.beta).mean() for p in result.points) <= drift
+
+
+def expected_stall(result):
+    T = result.settings["steps"]
+
+    def at(t, rule="common"):
+        found = [outcome(gap(result, 0.0, rule, t), gap(result, p.beta, rule, t))
+                 for p in result.points if p.beta > 0]
+        if "fails" in found:
+            return "fails"
+        return "holds" if all(o == "holds" for o in found) else "unresolved"
+
+    verdicts = [at(t) for t in (T // 4, T // 2, T)] + [at(T, "own")]
+    if floored(result):
+        return C.INCONCLUSIVE
+    if verdicts[2] != "holds":
+        return C.NOT_REPRODUCED if verdicts[2] == "fails" else C.INCONCLUSIVE
+    return C.DEVIATION if len(set(verdicts)) > 1 else C.REPRODUCED
+
+
+def expected_ratio(result):
+    rho0 = np.log10(next(p.ratio for p in result.points if p.beta == 0.0))
+    found = [outcome(np.log10(p.ratio), rho0 + 2) for p in result.points if p.beta > 0]
+    if "fails" in found:
+        return C.NOT_REPRODUCED
+    return C.DEVIATION if all(o == "holds" for o in found) else C.INCONCLUSIVE
+
+
+def status(result, key):
+    return next(c.status for c in jena.claims(result) if c.key == key)
+
+
+def set_gaps(result, values, rules=("common", "own"), times=None):
+    """Edit the losses of both step rules (or of ``rules``) so that ``gap(beta)`` is
+    ``values[beta]`` (per seed) at ``times``."""
+    T = result.settings["steps"]
+    for p in result.points:
+        for rule in (rules,) if isinstance(rules, str) else rules:
+            run = results.pick(result.runs, beta=p.beta, rule=rule)
+            for t in times or (T // 4, T // 2, T):
+                run.loss[:, t] = np.asarray(p.floor) + values[p.beta]
+
+
+def spread(levels):
+    """Per-seed values around ``levels[beta]``, three seeds, small noise."""
+    return {b: v + np.array([0.0, 0.01, -0.01]) for b, v in levels.items()}
+
+
+@pytest.fixture
+def result(stored):
+    return copy.deepcopy(stored)
+
+
+def test_claims_follow_from_the_stored_numbers(stored):
+    assert status(stored, "jena-order") == expected_order(stored)
+    assert status(stored, "jena-stall") == expected_stall(stored)
+    assert status(stored, "jena-ratio") == expected_ratio(stored)
+    for claim in jena.claims(stored):
+        assert claim.rule and any(ch.isdigit() for ch in claim.book)
+
+
+def test_order_flips_with_the_common_steps_and_the_own_steps_make_a_deviation(result):
+    falling = spread({0.0: 5.0, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0})
+    set_gaps(result, falling)
+    assert status(result, "jena-order") == expected_order(result) == C.REPRODUCED
+    set_gaps(result, {b: v[::-1] + 10 * b for b, v in falling.items()}, rules="own")
+    assert status(result, "jena-order") == expected_order(result) == C.DEVIATION
+    assert "own step" in next(c.reason for c in jena.claims(result)
+                              if c.key == "jena-order")
+    rising = spread({0.0: 1.0, 0.25: 2.0, 0.5: 3.0, 0.75: 4.0, 1.0: 5.0})
+    set_gaps(result, rising)
+    assert status(result, "jena-order") == expected_order(result) == C.NOT_REPRODUCED
+    ends_only = spread({0.0: 5.0, 0.25: 3.0, 0.5: 3.0, 0.75: 3.0, 1.0: 1.0})
+    set_gaps(result, ends_only)
+    assert status(result, "jena-order") == expected_order(result) == C.INCONCLUSIVE
+
+
+def test_order_at_the_horizon_alone_is_a_deviation(result):
+    T = result.settings["steps"]
+    set_gaps(result, spread({0.0: 3.0, 0.25: 3.0, 0.5: 3.0, 0.75: 3.0, 1.0: 3.0}))
+    falling = spread({0.0: 5.0, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0})
+    set_gaps(result, falling, times=[T])
+    assert status(result, "jena-order") == expected_order(result) == C.DEVIATION
+    set_gaps(result, falling, times=[T // 2])             # all but the first quarter
+    assert status(result, "jena-order") == expected_order(result) == C.DEVIATION
+
+
+def test_order_reads_the_floor(result):
+    set_gaps(result, spread({0.0: 5.0, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0}))
+    assert status(result, "jena-order") == C.REPRODUCED
+    for p in result.points:                     # the same losses above other floors
+        p.floor = list(np.asarray(p.floor) - 8 * p.beta)
+        p.floor_run = p.floor_run - 8 * p.beta
+    assert status(result, "jena-order") == expected_order(result) == C.NOT_REPRODUCED
+
+
+def test_order_at_the_floor_is_inconclusive(result):
+    set_gaps(result, spread({0.0: 5.0, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0}))
+    point = results.pick(result.points, beta=0.5)
+    half = point.floor_run.shape[1] // 2
+    point.floor_run[:, half] = np.asarray(point.floor) + 6.0   # the floor moved by 6
+    assert status(result, "jena-order") == expected_order(result) == C.INCONCLUSIVE
+    assert status(result, "jena-stall") == expected_stall(result) == C.INCONCLUSIVE
+
+
+def test_stall_at_the_horizon_alone_is_a_deviation(result):
+    T = result.settings["steps"]
+    set_gaps(result, spread({0.0: 2.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}))
+    set_gaps(result, spread({0.0: 9.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}),
+             times=[T])
+    assert status(result, "jena-stall") == expected_stall(result) == C.DEVIATION
+
+
+def test_stall_flips_with_the_distance_of_beta0_to_its_floor(result):
+    set_gaps(result, spread({0.0: 9.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}))
+    assert status(result, "jena-stall") == expected_stall(result) == C.REPRODUCED
+    set_gaps(result, spread({0.0: 0.5, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}))
+    assert status(result, "jena-stall") == expected_stall(result) == C.NOT_REPRODUCED
+    set_gaps(result, spread({0.0: 9.0, 0.25: 9.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}))
+    assert status(result, "jena-stall") == expected_stall(result) == C.INCONCLUSIVE
+
+
+def test_stall_that_the_own_steps_do_not_show_is_a_deviation(result):
+    set_gaps(result, spread({0.0: 9.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}))
+    assert status(result, "jena-stall") == C.REPRODUCED
+    own = spread({0.0: 0.5, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0})
+    set_gaps(result, own, rules="own", times=[result.settings["steps"]])
+    assert status(result, "jena-stall") == expected_stall(result) == C.DEVIATION
+
+
+def test_ratio_flips_with_the_factor_at_any_beta(result):
+    rho0 = np.array([1e-9, 2e-9, 3e-9])
+    for p in result.points:
+        p.ratio = list(rho0 * (1.0 if p.beta == 0 else 1e4))
+    assert status(result, "jena-ratio") == expected_ratio(result) == C.DEVIATION
+    results.pick(result.points, beta=0.75).ratio = list(rho0 * 10)
+    assert status(result, "jena-ratio") == expected_ratio(result) == C.NOT_REPRODUCED
+    results.pick(result.points, beta=0.75).ratio = list(rho0 * 1e4)
+    results.pick(result.points, beta=0.0).ratio = list(rho0 * 1e3)   # rho(0) itself
+    assert status(result, "jena-ratio") == expected_ratio(result) == C.NOT_REPRODUCED
+
+
+def test_paper_norms_span_the_measured_floor_factors(stored):
+    c = np.concatenate([f.c for f in stored.floor_factors])
+    low, high = jena.paper_norms(stored)
+    eps32 = np.finfo(np.float32).eps
+    assert low == pytest.approx(jena.PAPER_RATIO_BETA0 / (c.max() * eps32) ** 2)
+    assert high == pytest.approx(jena.PAPER_RATIO_BETA0 / (c.min() * eps32) ** 2)
+    assert jena.PAPER_RATIO_BETA0 / eps32 ** 2 <= low < high     # c <= 1: from 5.44 up
+
+
+# --------------------------------------------------------------------------- faults
+def test_gelu_trains_like_its_transformer_and_an_unknown_activation_is_named():
+    excerpt()
+    s = short_ci(steps=6, adam_steps=6, spectra_every=3, lanczos_steps=3,
+                 activation="gelu", betas=(0.0, 1.0), seeds=(0,))
+    result = jena.run(s, progress=False)
+    prepared = jena.load_data(s)
+    X, Y = torch.as_tensor(prepared.X), torch.as_tensor(prepared.Y)
+    for run in result.runs:
+        model = jena.make_model(s, beta=run.beta, seed=0)
+        h = rcutil.gradient_descent(model, X, Y, mu=run.step_size[0], steps=s["steps"])
+        np.testing.assert_allclose(run.loss[0], h.loss, rtol=1e-9)
+    with pytest.raises(ValueError, match="unknown activation 'swish'") as err:
+        jena.run(dict(s, activation="swish"), progress=False)
+    assert "tanh" in str(err.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_a_missing_gpu_is_named_before_any_work():
+    with pytest.raises(ValueError, match="no usable CUDA device") as err:
+        project(jena, settings_for(jena.SETTINGS, "ci"), device="cuda")
+    assert "use cpu" in str(err.value)
+    with pytest.raises(ValueError, match="'cuda' asked for"):
+        jena.run(settings_for(jena.SETTINGS, "ci"), device="cuda", progress=False)
+
+
+def test_a_diverging_sweep_names_the_setting_to_lower():
+    excerpt()
+    with pytest.raises(TrainingDiverged) as err, np.errstate(all="ignore"):
+        jena.run(short_ci(mu_factor=1e4, betas=(0.0, 1.0), seeds=(0,)), progress=False)
+    msg = str(err.value)
+    assert "lower mu_factor" in msg and "models [" in msg
+
+
+def test_rows_out_of_order_or_repeated_are_cleaned_and_counted_in_the_result(tmp_path):
+    lines = excerpt().read_bytes().split(b"\n")
+    header, rows = lines[0], [r for r in lines[1:] if r]
+    rows[0], rows[1] = rows[1], rows[0]                 # the first two rows reversed
+    rows[70], rows[71] = rows[71], rows[70]
+    rows.append(rows[-1])                               # the last row repeated
+    path = tmp_path / "jena.csv"
+    path.write_bytes(b"\n".join([header, *rows]) + b"\n")
+    result = jena.run(short_ci(steps=3, adam_steps=3, spectra_every=1), progress=False,
+                      path=path)
+    cleaning = result.data["cleaning"]
+    assert cleaning["out_of_order"] == 2 and cleaning["duplicates"] == 1
+    assert cleaning["rows_read"] == 155 and result.data["rows_clean"] == 154
+    assert result.data["first_time"] == "2009-01-01T00:10:00"
+
+
+@pytest.mark.slow
+def test_book_settings_run_end_to_end_on_a_longer_file(tmp_path):
+    """The book's data and model settings (sampling, n, windows) on a file of 3,000 rows
+    made from the excerpt's values with new timestamps, with a wind-speed sentinel; two
+    steps."""
+    table = rcutil.jena_data.read_csv(excerpt())
+    rows = 3000
+    values = np.tile(table.values, (rows // len(table.values) + 1, 1))[:rows]
+    wind = rcutil.jena_data.FEATURES.index("wv (m/s)")
+    values[1000, wind] = rcutil.jena_data.SENTINEL
+    start = np.datetime64("2009-01-01T00:10:00")
+    times = start + np.arange(rows) * np.timedelta64(600, "s")
+    header = excerpt().read_text().splitlines()[0]
+    lines = [header] + [
+        f"{t.astype(object):%d.%m.%Y %H:%M:%S}," + ",".join(f"{v:.2f}" for v in row)
+        for t, row in zip(times, values)]
+    path = tmp_path / "jena.csv"
+    path.write_text("\n".join(lines) + "\n")
+    s = dict(settings_for(jena.SETTINGS, "book"), steps=2, adam_steps=2,
+             spectra_every=1,
+             lanczos_steps=2, draws=8)
+    result = jena.run(s, progress=False, path=path)
+    assert result.data["rows_in_file"] == rows
+    assert result.data["sentinels_replaced"] == {"wv (m/s)": 1, "max. wv (m/s)": 0}
+    assert result.data["rows_train"] == int(rows * s["train_fraction"])
+    window = 2 * s["n"] * s["sampling"]
+    last = max(result.data["window_starts"]) + window
+    assert last <= result.data["rows_train"] + s["sampling"]
+    for run in result.runs:
+        assert run.loss.shape == (5, 3) and np.isfinite(run.loss).all()
+
+
+def test_settings_rows_agree_and_seeds_suffice():
     for profile in ("ci", "book", "paper"):
         s = settings_for(jena.SETTINGS, profile)
         assert s["file"] in data.ASSETS
-        assert len(s["seeds"]) >= 3 and tuple(s["betas"]) == (0.0, 0.25, 0.5, 0.75, 1.0)
-        assert s["steps"] % s["spectra_every"] == 0
+        assert len(s["seeds"]) >= (5 if profile == "book" else 3)
+        assert tuple(s["betas"]) == (0.0, 0.25, 0.5, 0.75, 1.0)
+        assert s["steps"] % s["spectra_every"] == 0 and s["steps"] % 4 == 0

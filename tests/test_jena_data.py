@@ -291,22 +291,21 @@ def test_book_pipeline_end_to_end_on_full_size_file(tmp_path, monkeypatch):
     monkeypatch.setenv(data.DATA_DIR_ENV, str(root))
     monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
     monkeypatch.setitem(jena.SETTINGS, "book",
-                        dict(jena.SETTINGS["book"], steps=2, lanczos_steps=2,
-                             spectra_every=1))
+                        dict(jena.SETTINGS["book"], steps=2, adam_steps=2,
+                             lanczos_steps=2, spectra_every=1, draws=8))
     result = jena.run(settings_for(jena.SETTINGS, "book"), progress=False)
     s = jena.SETTINGS["book"]
-    assert result["shape"] == {"N": s["n_windows"], "n": s["n"], "d": 14}
-    info = result["data"]
+    info = result.data
     assert info["rows_in_file"] == jd.N_ROWS
     assert info["rows_train"] == int(jd.N_ROWS * s["train_fraction"])
-    assert info["checksum"] == "sha256:" + data.sha256sum(p)
+    assert info["sha256"] == data.sha256sum(p)
     assert info["sentinels_replaced"] == {"wv (m/s)": 2, "max. wv (m/s)": 0}
     assert info["cleaning"]["rows_kept"] == jd.N_ROWS and info["cleaning"]["gaps"] == 0
     assert max(info["window_starts"]) + 2 * s["n"] * s["sampling"] \
         <= info["rows_train"] + s["sampling"]
-    assert [r["beta"] for r in result["runs"]] == list(s["betas"])
-    for r in result["runs"]:
-        assert len(r["loss_history"]) == 3 and np.isfinite(r["loss_history"]).all()
+    assert [p.beta for p in result.points] == list(s["betas"])
+    for r in result.runs:
+        assert r.loss.shape == (len(s["seeds"]), 3) and np.isfinite(r.loss).all()
 
 
 # -------------------------------------------------------------------- impossible values
