@@ -258,6 +258,12 @@ def test_the_rate_claim_flips_with_the_sweep(ci_result):
     i = [q.beta for q in r.sweep].index(0.1)         # its factor is not part of the rule
     r.sweep[i] = dataclasses.replace(r.sweep[i], kappa_H=r.sweep[i].kappa_H * 3)
     assert statuses(r)["rate-singular-values"] == DEVIATION
+    r = copy.deepcopy(ci_result)                     # the prediction is kappa(H_0)'s ...
+    r.sweep[-1] = dataclasses.replace(r.sweep[-1], kappa_H=r.sweep[-1].kappa_H * 3)
+    assert statuses(r)["rate-singular-values"] == NOT_REPRODUCED
+    r = copy.deepcopy(ci_result)                     # ... not kappa(Z_0)'s
+    r.sweep[-1] = dataclasses.replace(r.sweep[-1], kappa_Z=r.sweep[-1].kappa_Z * 3)
+    assert statuses(r)["rate-singular-values"] == DEVIATION
 
 
 def test_acceptance_table_holds_and_fails_on_a_bad_number(ci_result):

@@ -1,14 +1,14 @@
 """Theorem 1, Corollary 1 and the multi-layer theorem, checked on certifying instances.
 
 For each depth ``L`` the experiment builds one instance (model at ``theta_0`` with
-``W_U^0 = 0``, inputs ``X``, targets a small multiple of another model's output), evaluates
-the certificate of :mod:`rcutil.certificate`, and runs full-batch GD at the theorem's step
-``mu = 1/C`` until ``Phi <= tol Phi_0`` (Corollary 1). At every iterate it records what the
-proof asserts (distance from ``theta_0``, ``sigma_{Nn}(H_t)``, local PL ratio), and at
-``theta_0`` and at the last iterate it measures the values that ``G_H``, ``K_H`` and ``C``
-bound (:func:`rcutil.tightness.measure`, lower estimates). A sweep of the residual strength
-``beta`` compares the late GD rate with ``(1 - kappa(H_0)^-2)^2``. The sizes are the book's
-choice (the paper's are not public).
+``W_U^0 = 0``, inputs ``X``, targets a small multiple of another model's output),
+evaluates the certificate of :mod:`rcutil.certificate`, and runs full-batch GD at the
+theorem's step ``mu = 1/C`` until ``Phi <= tol Phi_0`` (Corollary 1). At every iterate
+it records what the proof asserts (distance from ``theta_0``, ``sigma_{Nn}(H_t)``,
+local PL ratio), and at ``theta_0`` and at the last iterate it measures the values that
+``G_H``, ``K_H`` and ``C`` bound (:func:`rcutil.tightness.measure`, lower estimates). A
+sweep of the residual strength ``beta`` compares the late GD rate with
+``(1 - kappa(H_0)^-2)^2``. The sizes are the book's choice (the paper's are not public).
 """
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ from ..threads import torch_threads
 from ..tightness import measure
 from ..train import gradient_descent
 
-_INSTANCE = dict(N=4, n=4, d=64, d_qk=8, d_F=64, d_out=2, tau=1.0, beta=1.0, x_std=0.125,
-                 seed_model=0, seed_X=1, seed_target=2, tol=1e-10, n_radii=60, chunk=250,
-                 layers=[1, 2, 4], target_scale={"1": 1e-3, "2": 4e-4, "4": 1e-4})
+_INSTANCE = dict(N=4, n=4, d=64, d_qk=8, d_F=64, d_out=2, tau=1.0, beta=1.0,
+                 x_std=0.125, seed_model=0, seed_X=1, seed_target=2, tol=1e-10,
+                 n_radii=60, chunk=250, layers=[1, 2, 4],
+                 target_scale={"1": 1e-3, "2": 4e-4, "4": 1e-4})
 _BETAS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 
-#: ``target_scale``: ``||Y||_F`` per depth, below the largest scale the certificate accepts
+#: ``target_scale``: ``||Y||_F`` per depth, below the largest the certificate accepts
 SETTINGS = {
     "ci": dict(_INSTANCE, max_steps=20000, sweep_betas=[0.0, 0.1, 0.25, 0.5, 0.75, 1.0],
                sweep_steps=150, power_iterations=30),
@@ -50,14 +51,15 @@ def make_instance(settings: dict, layers: int = 1, *, beta: float | None = None,
     """The certifying instance ``(model, X, Y)`` in float64: ``W_U^0 = 0`` and
     ``||Y||_F = target_scale``.
 
-    Block weights are Gaussian with std ``1/sqrt(fan_in)``, except the two maps that write
-    into the residual stream, ``W_V`` and ``W_2``, whose std is divided by the depth ``L``
-    (the book's "suitable initialisation" for the multi-layer theorem)."""
+    Block weights are Gaussian with std ``1/sqrt(fan_in)``, except the two maps that
+    write into the residual stream, ``W_V`` and ``W_2``, whose std is divided by the
+    depth ``L`` (the book's "suitable initialisation" for the multi-layer theorem)."""
     beta = settings["beta"] if beta is None else beta
     if target_scale is None:
         target_scale = settings["target_scale"][str(layers)]
     d, d_F = settings["d"], settings["d_F"]
-    init_std = {"W_V": 1.0 / (layers * math.sqrt(d)), "W_2": 1.0 / (layers * math.sqrt(d_F))}
+    init_std = {"W_V": 1.0 / (layers * math.sqrt(d)),
+                "W_2": 1.0 / (layers * math.sqrt(d_F))}
     sizes = (d, settings["d_qk"], d_F, settings["d_out"])
     common = dict(n_layers=layers, tau=settings["tau"], beta=beta, init_std=init_std,
                   device=device)
@@ -73,9 +75,9 @@ def make_instance(settings: dict, layers: int = 1, *, beta: float | None = None,
 
 @dataclass
 class Depth:
-    """GD at ``mu = 1/C`` on the instance of depth ``layers``. The lists hold one value per
-    iterate run (whole chunks of GD, so a few past the tolerance); ``tightness`` maps
-    ``"theta0"`` and ``"last"`` to :func:`rcutil.tightness.measure` there."""
+    """GD at ``mu = 1/C`` on the instance of depth ``layers``. The lists hold one value
+    per iterate run (whole chunks of GD, so a few past the tolerance); ``tightness``
+    maps ``"theta0"`` and ``"last"`` to :func:`rcutil.tightness.measure` there."""
 
     layers: int
     target_scale: float
@@ -155,12 +157,14 @@ def run_to_tolerance(model, X, Y, *, mu: float, tol: float, max_chunks: int, chu
                      observe=None, desc: str = "GD") -> dict[str, list[float]]:
     """GD at step ``mu`` in chunks of ``chunk`` steps, until a chunk ends with some
     ``Phi_t <= tol Phi_0`` or after ``max_chunks``: the history of every iterate run
-    (``observe``'s records under their own names, :func:`rcutil.train.gradient_descent`)."""
+    (``observe``'s records under their own names, see
+    :func:`rcutil.train.gradient_descent`)."""
     joined: dict[str, list[float]] = {}
     for _ in steps(max_chunks, desc=desc, unit="chunk", progress=False):
         h = gradient_descent(model, X, Y, mu=mu, steps=chunk, observe=observe)
         skip = 1 if joined else 0    # a chunk starts where the previous one ended
-        for key, values in dict(loss=h.loss, grad_norm=h.grad_norm, **h.observed).items():
+        record = dict(loss=h.loss, grad_norm=h.grad_norm, **h.observed)
+        for key, values in record.items():
             joined.setdefault(key, []).extend(values[skip:])
         if min(joined["loss"]) <= tol * joined["loss"][0]:
             break
@@ -168,7 +172,7 @@ def run_to_tolerance(model, X, Y, *, mu: float, tol: float, max_chunks: int, chu
 
 
 def depth_run(settings: dict, layers: int, *, device="cpu") -> Depth:
-    """Certificate, GD at ``mu = 1/C`` and the tightness of the constants at one depth."""
+    """Certificate, GD at ``mu = 1/C`` and the tightness of the constants, one depth."""
     model, X, Y = make_instance(settings, layers, device=device)
     cert = best_certificate(model, X, Y, n_radii=settings["n_radii"]).to_dict()
     iterations = settings["power_iterations"]
@@ -198,11 +202,11 @@ def depth_run(settings: dict, layers: int, *, device="cpu") -> Depth:
 
 
 def sweep_point(settings: dict, beta: float, *, device="cpu") -> SweepPoint:
-    """One layer at ``beta``: ``kappa(H_0)``, ``kappa(Z_0)``, the certificate, and the late
-    GD rate at ``mu = 1/sigma_max(H_0)^2``, the inverse top eigenvalue of the tangent
-    kernel at ``W_U = 0``."""
-    model, X, Y = make_instance(settings, 1, beta=beta,
-                                target_scale=settings["target_scale"]["1"], device=device)
+    """One layer at ``beta``: ``kappa(H_0)``, ``kappa(Z_0)``, the certificate, and the
+    late GD rate at ``mu = 1/sigma_max(H_0)^2``, the inverse top eigenvalue of the
+    tangent kernel at ``W_U = 0``."""
+    model, X, Y = make_instance(settings, 1, beta=beta, device=device,
+                                target_scale=settings["target_scale"]["1"])
     with torch.no_grad():
         out = model(X, return_all=True)
     sH, sZ = singular_values(out.features), singular_values(out.Z[0])
@@ -225,12 +229,12 @@ def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result
                   for L in steps(settings["layers"], desc="depths", unit="depth",
                                  progress=progress)]
         sweep = [sweep_point(settings, beta, device=device)
-                 for beta in steps(settings["sweep_betas"], desc="beta sweep", unit="beta",
-                                   progress=progress)]
+                 for beta in steps(settings["sweep_betas"], desc="beta sweep",
+                                   unit="beta", progress=progress)]
     return Result(settings=settings, depths=depths, sweep=sweep)
 
 
-# --------------------------------------------------------------------------- checks, claims
+# ----------------------------------------------------------------------- checks, claims
 #: Rounding allowance of ``max_t Phi_{t+1}/Phi_t <= 1 - mu alpha`` (float64).
 RATE_SLACK = 1e-12
 #: The late rate follows the slow mode: ``1 - rate`` within this factor of
@@ -241,8 +245,8 @@ LATE_FACTOR = 1.5
 SLOW_MODE_BETA = 0.25
 #: At ``beta = 0``: the certificate is vacuous (``alpha / C`` below this) ...
 VACUOUS = 1e-6
-#: ... the loss falls below ``EARLY_DROP`` of its start within ``EARLY_STEPS`` steps, then
-#: stalls (late rate above ``STALL_RATE``).
+#: ... the loss falls below ``EARLY_DROP`` of its start within ``EARLY_STEPS`` steps,
+#: then stalls (late rate above ``STALL_RATE``).
 EARLY_DROP, EARLY_STEPS, STALL_RATE = 0.5, 10, 0.999
 
 
@@ -267,7 +271,8 @@ def checks(result: Result) -> list[Check]:
     beta0 = results.pick(result.sweep, beta=0.0)
     late = [p.late_rate for p in result.sweep]
     return [
-        Check("the certificate holds at every depth", all(x["holds"] for x in c), "==", True),
+        Check("the certificate holds at every depth", all(x["holds"] for x in c), "==",
+              True),
         Check(r"$\max_t\Phi_{t+1}/\Phi_t - (1-\mu\alpha)$, largest over depths",
               max(d.max_rate - d.predicted_rate for d in D), "<=", RATE_SLACK),
         Check(r"$\Phi_T/\Phi_0$ at $\mu = 1/C$, largest over depths",
@@ -286,12 +291,12 @@ def checks(result: Result) -> list[Check]:
               max(x["alpha"] / x["C"] / x["kappa_inv_sq"] for x in c), "<=", 1.0),
         Check(f"late $1-$rate over its prediction, farthest from 1 for "
               f"$\\beta\\ge{SLOW_MODE_BETA:g}$ (factor)",
-              max(max(_late_factor(p), 1 / _late_factor(p)) for p in _slow_mode(result)),
+              max(max(f, 1 / f) for f in map(_late_factor, _slow_mode(result))),
               "<=", LATE_FACTOR),
-        Check(r"late rate falls as $\beta$ grows, largest step", float(np.diff(late).max()),
-              "<", 0.0),
-        Check(r"$\beta = 0$: $\alpha/C$ of the best certificate", beta0.alpha_over_C, "<",
-              VACUOUS),
+        Check(r"late rate falls as $\beta$ grows, largest step",
+              float(np.diff(late).max()), "<", 0.0),
+        Check(r"$\beta = 0$: $\alpha/C$ of the best certificate", beta0.alpha_over_C,
+              "<", VACUOUS),
         Check(r"$\beta = 0$: the certificate holds", beta0.certified, "==", False),
         Check(f"$\\beta = 0$: $\\Phi_{{{EARLY_STEPS}}}/\\Phi_0$",
               beta0.loss[EARLY_STEPS], "<", EARLY_DROP),
@@ -310,9 +315,8 @@ def claims(result: Result) -> list[Claim]:
                and max(d.distance) <= d.certificate["path_bound"] <= d.certificate["r"]
                and min(d.sigma_min_H) >= d.certificate["lam"]
                and _worst_tightness(d) <= 1.0 for d in result.depths]
-    slow = _slow_mode(result)
     late = [p.late_rate for p in result.sweep]
-    factor = max(max(_late_factor(p), 1 / _late_factor(p)) for p in slow)
+    factor = max(max(f, 1 / f) for f in map(_late_factor, _slow_mode(result)))
     follows = factor <= LATE_FACTOR and all(np.diff(late) < 0)
 
     def theorem_holds(d: Depth) -> bool:
@@ -325,46 +329,51 @@ def claims(result: Result) -> list[Claim]:
         return "; ".join(f"$L = {d.layers}$: max rate {d.max_rate:.6f} vs "
                          f"{d.predicted_rate:.6f}, $\\Phi_T/\\Phi_0$ = "
                          f"{d.final_over_initial:.1e}" for d in ds)
+    worst = max(_worst_tightness(d) for d in result.depths)
     return [
         Claim("lemma-smoothness", "Lemma: smoothness and gradient lower bound",
               r"$\nabla\Phi$ is $C$-Lipschitz near the initialisation and "
               r"$\Vert\nabla\Phi\Vert^2\ge2\alpha\Phi$ there",
               f"$L = 1$: smallest PL ratio along GD {min(one.local_pl):.3g} vs "
-              f"$\\alpha$ = {one.alpha:.3g}; largest measured/bound "
-              f"{max(_worst_tightness(d) for d in result.depths):.3g} over "
-              f"{len(result.depths)} depths",
-              status(all(path_ok), deviation=True), f"the lemmas are proved with {mine}",
-              rule="at every depth and every iterate: PL ratio >= alpha, distance <= path "
-                   "bound <= r, sigma_Nn(H_t) >= s0 - G_H r; no measured value above its "
-                   "bound"),
+              f"$\\alpha$ = {one.alpha:.3g}; largest measured / bound {worst:.3g} "
+              f"over {len(result.depths)} depths",
+              status(all(path_ok), deviation=True),
+              f"the lemmas are proved with {mine}",
+              rule=r"at every depth and iterate: PL ratio $\ge\alpha$, distance $\le$ "
+                   r"path bound $\le r$, $\sigma_{Nn}(H_t)\ge s_0-G_Hr$; no measured "
+                   "value above its bound"),
         Claim("theorem-1", "Theorem 1: linear convergence",
               r"if $\mu\le\min(1/C,1/\alpha)$ then "
               r"$\Phi(\theta_{t+1})\le(1-\mu\alpha)\Phi(\theta_t)$",
               f"$\\mu = 1/C$ = {c1['mu']:.3g}: largest $\\Phi_{{t+1}}/\\Phi_t$ = "
               f"{one.max_rate:.6f} vs $1-\\mu\\alpha$ = {one.predicted_rate:.6f}",
               status(theorem_holds(one), deviation=True),
-              f"with {mine}; the check misses an error in $\\mu\\alpha$ up to a factor "
-              f"{one.rate_check_factor:.2f}",
-              rule="L = 1: every step's ratio up to the tolerance <= 1 - mu alpha"),
+              f"with {mine}; the check misses an error in $\\mu\\alpha$ up to a "
+              f"factor {one.rate_check_factor:.2f}",
+              rule=r"$L = 1$: every step up to the tolerance has "
+                   r"$\Phi_{t+1}/\Phi_t\le1-\mu\alpha$"),
         Claim("rate-singular-values", "The rate follows sigma_min / sigma_max",
-              "the rate is governed by the extreme singular values of the attention output",
-              f"{len(result.sweep)} values of $\\beta$; for $\\beta\\ge{SLOW_MODE_BETA:g}$ "
-              f"the late $1-$rate is within a factor {factor:.2f} of "
-              f"$1-(1-\\kappa(H_0)^{{-2}})^2$",
+              "the rate is governed by the extreme singular values of the attention "
+              "output",
+              f"{len(result.sweep)} values of $\\beta$; for "
+              f"$\\beta\\ge{SLOW_MODE_BETA:g}$ the late $1-$rate is within a factor "
+              f"{factor:.2f} of $1-(1-\\kappa(H_0)^{{-2}})^2$",
               status(follows, deviation=True),
               "measured through the features $H$ that contain $Z$; below "
-              f"$\\beta = {SLOW_MODE_BETA:g}$ the slowest mode does not yet dominate within "
-              "the sweep's steps",
-              rule=f"late 1 - rate within a factor {LATE_FACTOR:g} of 1 - (1 - "
-                   f"kappa^-2)^2 at every beta >= {SLOW_MODE_BETA:g}, and the late rate "
-                   f"falls at every step of beta"),
+              f"$\\beta = {SLOW_MODE_BETA:g}$ the slowest mode does not yet dominate "
+              "within the sweep's steps",
+              rule=f"late $1-$rate within a factor {LATE_FACTOR:g} of "
+                   f"$1-(1-\\kappa(H_0)^{{-2}})^2$ at every $\\beta\\ge"
+                   f"{SLOW_MODE_BETA:g}$, and the late rate falls at every step of "
+                   "$\\beta$"),
         Claim("corollary-1", "Corollary 1: global minimum",
-              r"under the same conditions GD reaches a global minimum, $\Phi(\theta^*)=0$",
+              r"under the same conditions GD reaches a global minimum, "
+              r"$\Phi(\theta^*)=0$",
               f"$\\mu = 1/C$: $\\Phi_T/\\Phi_0$ = {one.final_over_initial:.1e} in "
               f"{one.steps_to_tolerance} steps (bound: {one.bound_steps})",
               status(minimum_reached(one), deviation=True),
               f"with {mine}, the instance of Theorem 1",
-              rule=f"L = 1: Phi_T / Phi_0 <= {tol:g} at the theorem's step"),
+              rule=f"$L = 1$: $\\Phi_T/\\Phi_0\\le$ {tol:g} at the theorem's step"),
         Claim("multilayer", "Multi-layer theorem",
               "the same linear rate holds for an L-layer stack under suitable "
               "initialisation", layers_text(deep),
@@ -372,6 +381,6 @@ def claims(result: Result) -> list[Claim]:
                                         for d in deep), deviation=True),
               "constants evaluated numerically around $\\theta_0$; the residual-stream "
               "maps start scaled by $1/L$, the book's choice of initialisation",
-              rule=f"every L > 1: every step's ratio <= 1 - mu alpha and Phi_T / Phi_0 <= "
-                   f"{tol:g}"),
+              rule=r"every $L > 1$: every step has $\Phi_{t+1}/\Phi_t\le1-\mu\alpha$, "
+                   f"and $\\Phi_T/\\Phi_0\\le$ {tol:g}"),
     ]
