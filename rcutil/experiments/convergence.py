@@ -352,7 +352,8 @@ def claims(result: Result) -> list[Claim]:
               f"factor {one.rate_check_factor:.2f}",
               rule=r"$L = 1$: every step up to the tolerance has "
                    r"$\Phi_{t+1}/\Phi_t\le1-\mu\alpha$"),
-        Claim("rate-singular-values", "The rate follows sigma_min / sigma_max",
+        Claim("rate-singular-values",
+              r"The rate follows $\sigma_{\min}/\sigma_{\max}$",
               "the rate is governed by the extreme singular values of the attention "
               "output",
               f"{len(result.sweep)} values of $\\beta$; for "
@@ -375,7 +376,7 @@ def claims(result: Result) -> list[Claim]:
               f"with {mine}, the instance of Theorem 1",
               rule=f"$L = 1$: $\\Phi_T/\\Phi_0\\le$ {tol:g} at the theorem's step"),
         Claim("multilayer", "Multi-layer theorem",
-              "the same linear rate holds for an L-layer stack under suitable "
+              "the same linear rate holds for an $L$-layer stack under suitable "
               "initialisation", layers_text(deep),
               status(bool(deep) and all(theorem_holds(d) and minimum_reached(d)
                                         for d in deep), deviation=True),
