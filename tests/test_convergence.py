@@ -1,6 +1,7 @@
 """The convergence experiment: its result per depth and per beta, every trajectory entry
-recomputed from the iterates of an independent GD loop, the tightness at the last iterate,
-and every claim's status recomputed from the stored numbers and flipped by editing them."""
+recomputed from the iterates of an independent GD loop, the tightness at the last
+iterate, and every claim's status recomputed from the stored numbers and flipped by
+editing them."""
 import copy
 import dataclasses
 import math
@@ -16,6 +17,7 @@ from rcutil import experiments, settings_for
 from rcutil.certificate import best_certificate, certificate
 from rcutil.claims import DEVIATION, NOT_REPRODUCED
 from rcutil.experiments import convergence
+from rcutil.results import pick
 
 torch.set_num_threads(1)
 
@@ -37,7 +39,7 @@ def test_certificate_holds_on_the_instance():
     c = best_certificate(model, X, Y, n_radii=s["n_radii"])
     assert c.holds and c.lam > 0 and c.path_bound <= c.r
     assert c.alpha <= c.C and math.isclose(c.mu, 1 / c.C)
-    assert c.alpha / c.C <= c.kappa_inv_sq                    # alpha / C <= kappa(H_0)^-2
+    assert c.alpha / c.C <= c.kappa_inv_sq             # alpha / C <= kappa(H_0)^-2
     # too large targets break the stay-in-the-ball condition: the check can fail
     assert not best_certificate(model, X, Y * 1e3, n_radii=s["n_radii"]).holds
 
@@ -67,7 +69,7 @@ def test_one_point_per_depth_and_per_beta_each_holding_its_axis(ci_result):
         assert d.bound_steps == math.ceil(math.log(s["tol"]) / math.log(rate))
 
 
-# ------------------------------------------------------------------ an independent GD loop
+# -------------------------------------------------------------- an independent GD loop
 def gd_iterates(settings, layers, mu, steps):
     """Plain GD on one flat parameter vector, written without rcutil.train: per iterate
     theta_t, Phi_t, ||grad Phi_t||, sigma_{Nn}(H_t)."""
@@ -110,7 +112,8 @@ def hessian_top(phi, theta):
 @pytest.mark.parametrize("layers", [1, 2, 4])
 def test_every_trajectory_entry_is_recomputed_from_the_iterates(ci_result, layers):
     d = at(ci_result, layers)
-    it, _ = gd_iterates(ci_result.settings, layers, d.certificate["mu"], len(d.loss) - 1)
+    mu, steps = d.certificate["mu"], len(d.loss) - 1
+    it, _ = gd_iterates(ci_result.settings, layers, mu, steps)
     theta0 = it["theta"][0]
     distance = [torch.linalg.vector_norm(t - theta0).item() for t in it["theta"]]
     pl = np.array(it["grad"]) ** 2 / (2 * np.array(it["loss"]))
@@ -124,9 +127,11 @@ def test_every_trajectory_entry_is_recomputed_from_the_iterates(ci_result, layer
 @pytest.mark.parametrize("layers", [1, 2, 4])
 def test_last_iterate_tightness_is_measured_at_the_last_iterate(ci_result, layers):
     """||Hess Phi|| moves between theta_0 and the last iterate by far more than the
-    measurement's error: the stored value at "last" is the last iterate's, not theta_0's."""
+    measurement's error: the stored value at "last" is the last iterate's, not
+    theta_0's."""
     d = at(ci_result, layers)
-    it, phi = gd_iterates(ci_result.settings, layers, d.certificate["mu"], len(d.loss) - 1)
+    mu, steps = d.certificate["mu"], len(d.loss) - 1
+    it, phi = gd_iterates(ci_result.settings, layers, mu, steps)
     first, last = hessian_top(phi, it["theta"][0]), hessian_top(phi, it["theta"][-1])
     moved = abs(last - first)
     stored0, stored = (d.tightness[p]["C"]["true"] for p in ("theta0", "last"))
@@ -149,7 +154,8 @@ def expected_statuses(result):
     def proof_holds(d):
         c = d.certificate
         ratios = [v["ratio"] for p in d.tightness.values() for v in p.values()]
-        return (np.min(d.local_pl) >= c["alpha"] and np.max(d.distance) <= c["path_bound"]
+        return (np.min(d.local_pl) >= c["alpha"]
+                and np.max(d.distance) <= c["path_bound"]
                 and c["path_bound"] <= c["r"] and np.min(d.sigma_min_H) >= c["lam"]
                 and max(ratios) <= 1)
 
@@ -216,24 +222,66 @@ def pl_below_alpha(d, t=None):
     return pl
 
 
-@pytest.mark.parametrize("edit, flips", [
-    (lambda r: edited(r, 4, loss=rising_step(at(r, 4))), {"multilayer"}),
-    (lambda r: edited(r, 2, **stopped_early(at(r, 2))), {"multilayer"}),
-    (lambda r: edited(r, 1, loss=rising_step(at(r, 1))), {"theorem-1"}),
-    (lambda r: edited(r, 1, **stopped_early(at(r, 1))), {"corollary-1"}),
-    (lambda r: edited(r, 1, local_pl=pl_below_alpha(at(r, 1))), {"lemma-smoothness"}),
-    (lambda r: edited(r, 4, local_pl=pl_below_alpha(at(r, 4), 1)), {"lemma-smoothness"}),
-    (lambda r: edited(r, 1, certificate=dict(
-        at(r, 1).certificate, alpha=1.01 * min(at(r, 1).local_pl))), {"lemma-smoothness"}),
-    (lambda r: edited(r, 2, distance=[0.0] + [1.01 * at(r, 2).certificate["path_bound"]]
-                      * (len(at(r, 2).distance) - 1)), {"lemma-smoothness"}),
-    (lambda r: edited(r, 1, sigma_min_H=[0.99 * at(r, 1).certificate["lam"]]
-                      + at(r, 1).sigma_min_H[1:]), {"lemma-smoothness"}),
-    (lambda r: edited(r, 2, tightness={**at(r, 2).tightness, "last": {
-        **at(r, 2).tightness["last"], "K_H": {"true": 2.0, "bound": 1.0, "ratio": 2.0}}}),
-     {"lemma-smoothness"}),
-], ids=["L4-rate", "L2-stops-early", "L1-rate", "L1-stops-early", "pl-one-iterate",
-        "pl-at-L4", "alpha-above-pl", "distance-at-L2", "sigma-at-L1", "K_H-above-bound"])
+def pl_between_alphas(result, layers):
+    """The local PL ratios of depth ``layers`` with one between that depth's alpha and
+    the single layer's: the lemma holds at each depth with its own alpha."""
+    d = at(result, layers)
+    alphas = sorted([d.alpha, at(result, 1).alpha])
+    assert alphas[0] < alphas[1] and d.alpha == alphas[0]
+    pl = list(d.local_pl)
+    pl[1] = sum(alphas) / 2
+    return pl
+
+
+def pl_at_depth(r, layers, t):
+    return edited(r, layers, local_pl=pl_below_alpha(at(r, layers), t))
+
+
+def alpha_above_pl(r):
+    d = at(r, 1)
+    return edited(r, 1, certificate=dict(d.certificate, alpha=1.01 * min(d.local_pl)))
+
+
+def distance_past_bound(r):
+    d = at(r, 2)
+    far = 1.01 * d.certificate["path_bound"]
+    return edited(r, 2, distance=[0.0] + [far] * (len(d.distance) - 1))
+
+
+def sigma_below_bound(r):
+    d = at(r, 1)
+    return edited(r, 1, sigma_min_H=[0.99 * d.certificate["lam"]] + d.sigma_min_H[1:])
+
+
+def K_H_above_bound(r):
+    d = at(r, 2)
+    above = {"true": 2.0, "bound": 1.0, "ratio": 2.0}
+    return edited(r, 2, tightness={**d.tightness,
+                                   "last": {**d.tightness["last"], "K_H": above}})
+
+
+LEMMA = {"lemma-smoothness"}
+EDITS = [
+    pytest.param(lambda r: edited(r, 4, loss=rising_step(at(r, 4))), {"multilayer"},
+                 id="L4-rate"),
+    pytest.param(lambda r: edited(r, 2, **stopped_early(at(r, 2))), {"multilayer"},
+                 id="L2-stops-early"),
+    pytest.param(lambda r: edited(r, 1, loss=rising_step(at(r, 1))), {"theorem-1"},
+                 id="L1-rate"),
+    pytest.param(lambda r: edited(r, 1, **stopped_early(at(r, 1))), {"corollary-1"},
+                 id="L1-stops-early"),
+    pytest.param(lambda r: pl_at_depth(r, 1, None), LEMMA, id="pl-one-iterate"),
+    pytest.param(lambda r: pl_at_depth(r, 4, 1), LEMMA, id="pl-at-L4"),
+    pytest.param(lambda r: edited(r, 4, local_pl=pl_between_alphas(r, 4)), set(),
+                 id="pl-above-its-own-alpha"),
+    pytest.param(alpha_above_pl, LEMMA, id="alpha-above-pl"),
+    pytest.param(distance_past_bound, LEMMA, id="distance-at-L2"),
+    pytest.param(sigma_below_bound, LEMMA, id="sigma-at-L1"),
+    pytest.param(K_H_above_bound, LEMMA, id="K_H-above-bound"),
+]
+
+
+@pytest.mark.parametrize("edit, flips", EDITS)
 def test_a_claim_flips_when_its_evidence_is_edited(ci_result, edit, flips):
     before = statuses(ci_result)
     changed = edit(ci_result)
@@ -241,36 +289,42 @@ def test_a_claim_flips_when_its_evidence_is_edited(ci_result, edit, flips):
     assert after == expected_statuses(changed)
     assert {k for k in before if before[k] != after[k]} == flips
     assert all(after[k] == NOT_REPRODUCED for k in flips)
-    assert not all(c.ok for c in convergence.checks(changed))
+    assert all(c.ok for c in convergence.checks(changed)) == (not flips)
+
+
+def with_point(result, beta, **fields):
+    out = copy.deepcopy(result)
+    i = [p.beta for p in out.sweep].index(beta)
+    out.sweep[i] = dataclasses.replace(out.sweep[i], **fields)
+    return out
 
 
 def test_the_rate_claim_flips_with_the_sweep(ci_result):
-    r = copy.deepcopy(ci_result)
-    p = r.sweep[-1]                                  # beta = 1: twice the predicted speed
-    r.sweep[-1] = dataclasses.replace(p, late_rate=1 - 2 * (1 - p.predicted_late_rate))
-    assert statuses(r)["rate-singular-values"] == NOT_REPRODUCED == expected_statuses(r)[
-        "rate-singular-values"]
-    r = copy.deepcopy(ci_result)
-    i = [q.beta for q in r.sweep].index(0.1)         # below the slow-mode range: order only
-    r.sweep[i] = dataclasses.replace(r.sweep[i], late_rate=r.sweep[i - 1].late_rate + 1e-4)
-    assert statuses(r)["rate-singular-values"] == NOT_REPRODUCED
-    r = copy.deepcopy(ci_result)
-    i = [q.beta for q in r.sweep].index(0.1)         # its factor is not part of the rule
-    r.sweep[i] = dataclasses.replace(r.sweep[i], kappa_H=r.sweep[i].kappa_H * 3)
-    assert statuses(r)["rate-singular-values"] == DEVIATION
-    r = copy.deepcopy(ci_result)                     # the prediction is kappa(H_0)'s ...
-    r.sweep[-1] = dataclasses.replace(r.sweep[-1], kappa_H=r.sweep[-1].kappa_H * 3)
-    assert statuses(r)["rate-singular-values"] == NOT_REPRODUCED
-    r = copy.deepcopy(ci_result)                     # ... not kappa(Z_0)'s
-    r.sweep[-1] = dataclasses.replace(r.sweep[-1], kappa_Z=r.sweep[-1].kappa_Z * 3)
-    assert statuses(r)["rate-singular-values"] == DEVIATION
+    def rate(r):
+        assert statuses(r)["rate-singular-values"] == expected_statuses(r)[
+            "rate-singular-values"]
+        return statuses(r)["rate-singular-values"]
+    p1 = pick(ci_result.sweep, beta=1.0)
+    p0 = pick(ci_result.sweep, beta=0.0)
+    # beta = 1 twice as fast as predicted
+    fast = 1 - 2 * (1 - p1.predicted_late_rate)
+    assert rate(with_point(ci_result, 1.0, late_rate=fast)) == NOT_REPRODUCED
+    # below the slow-mode range only the order counts: slower than beta = 0 flips it ...
+    slow = p0.late_rate + 1e-4
+    assert rate(with_point(ci_result, 0.1, late_rate=slow)) == NOT_REPRODUCED
+    # ... and its factor is not part of the rule
+    p = pick(ci_result.sweep, beta=0.1)
+    assert rate(with_point(ci_result, 0.1, kappa_H=3 * p.kappa_H)) == DEVIATION
+    # the prediction is kappa(H_0)'s, not kappa(Z_0)'s
+    assert rate(with_point(ci_result, 1.0, kappa_H=3 * p1.kappa_H)) == NOT_REPRODUCED
+    assert rate(with_point(ci_result, 1.0, kappa_Z=3 * p1.kappa_Z)) == DEVIATION
 
 
 def test_acceptance_table_holds_and_fails_on_a_bad_number(ci_result):
     table = convergence.checks(ci_result)
     checks_mod.require(table)
     r = copy.deepcopy(ci_result)
-    p = convergence.results.pick(r.sweep, beta=0.0)
+    p = pick(r.sweep, beta=0.0)
     r.sweep[0] = dataclasses.replace(p, certified=True)
     with pytest.raises(AssertionError, match="certificate holds"):
         checks_mod.require(convergence.checks(r))
@@ -280,7 +334,7 @@ def test_every_profile_measures_every_depth():
     for profile, settings in convergence.SETTINGS.items():
         assert settings["layers"] == [1, 2, 4], profile
         assert settings["power_iterations"] >= 30, profile
-        assert 0.0 in settings["sweep_betas"] and 1.0 in settings["sweep_betas"], profile
+        assert {0.0, 1.0} <= set(settings["sweep_betas"]), profile
 
 
 def test_cli_writes_json(tmp_path, ci_result, monkeypatch):
