@@ -191,6 +191,14 @@ def only_wording(original: ast.AST, mutant: ast.AST) -> bool:
     return normal(original) == normal(mutant) and ast.dump(original) != ast.dump(mutant)
 
 
+def _blank(node):
+    """An f-string, a string or ``None`` as the empty string; any other node as is."""
+    if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and (
+            node.value is None or isinstance(node.value, str))):
+        return ast.Constant("")
+    return node
+
+
 def only_row_text(original: ast.AST, mutant: ast.AST) -> bool:
     """Whether two functions differ only in strings (f-string parts included, or a
     string made ``None``) inside the calls of :data:`ROWS`, other than a claim's key
@@ -202,11 +210,17 @@ def only_row_text(original: ast.AST, mutant: ast.AST) -> bool:
             call_of = call.func if isinstance(call, ast.Call) else None
             name = getattr(call_of, "id", None)
             if name in ROWS:
-                text = call.args[name == "Claim":] + [k.value for k in call.keywords]
+                first = 1 if name == "Claim" else 0
+                call.args[first:] = [_blank(a) for a in call.args[first:]]
+                for k in call.keywords:
+                    k.value = _blank(k.value)
+                text = call.args[first:] + [k.value for k in call.keywords]
                 for n in (m for a in text for m in ast.walk(a)):
-                    if isinstance(n, ast.Constant) and (n.value is None
-                                                        or isinstance(n.value, str)):
-                        n.value = ""
+                    for field, value in ast.iter_fields(n):
+                        if isinstance(value, list):
+                            value[:] = [_blank(v) for v in value]
+                        else:
+                            setattr(n, field, _blank(value))
         return ast.dump(node)
     return normal(original) == normal(mutant) and ast.dump(original) != ast.dump(mutant)
 

@@ -318,6 +318,76 @@ def test_the_rate_claim_flips_with_the_sweep(ci_result):
     # the prediction is kappa(H_0)'s, not kappa(Z_0)'s
     assert rate(with_point(ci_result, 1.0, kappa_H=3 * p1.kappa_H)) == NOT_REPRODUCED
     assert rate(with_point(ci_result, 1.0, kappa_Z=3 * p1.kappa_Z)) == DEVIATION
+    # beta = 1 slower than predicted (a prediction four times faster)
+    changed = with_point(ci_result, 1.0, kappa_H=p1.kappa_H / 2)
+    assert rate(changed) == NOT_REPRODUCED
+    assert not all(c.ok for c in convergence.checks(changed))
+    # any step up in the late rate fails the acceptance table too
+    changed = with_point(ci_result, 0.1, late_rate=p0.late_rate + 1e-4)
+    failed = [c.what for c in convergence.checks(changed) if not c.ok]
+    assert len(failed) == 1 and "falls" in failed[0]
+
+
+def acceptance_values(result):
+    """The acceptance table's values, computed here in the order of the table."""
+    D, c = result.depths, [d.certificate for d in result.depths]
+    sweep = sorted(result.sweep, key=lambda p: p.beta)
+    p0 = sweep[0]
+    rates = [np.asarray(d.loss[:d.steps_to_tolerance + 1]) for d in D]
+    factors = [(1 - p.late_rate) / (1 - (1 - p.kappa_H ** -2) ** 2) for p in sweep
+               if p.beta >= 0.25]
+    return [all(x["holds"] for x in c),
+            max((r[1:] / r[:-1]).max() - x["predicted_rate"] for r, x in zip(rates, c)),
+            max(r[-1] / r[0] for r in rates),
+            max(np.max(d.distance) / x["path_bound"] for d, x in zip(D, c)),
+            max(x["path_bound"] / x["r"] for x in c),
+            min(np.min(d.sigma_min_H) / x["lam"] for d, x in zip(D, c)),
+            min(np.min(d.local_pl) / x["alpha"] for d, x in zip(D, c)),
+            max(v["ratio"] for d in D for point in d.tightness.values()
+                for v in point.values()),
+            max(x["alpha"] / x["C"] / x["kappa_inv_sq"] for x in c),
+            max(max(f, 1 / f) for f in factors),
+            max(b.late_rate - a.late_rate for a, b in zip(sweep, sweep[1:])),
+            p0.alpha_over_C, p0.certified, p0.loss[10], p0.late_rate]
+
+
+def test_the_acceptance_values_are_the_results_numbers(ci_result):
+    table = convergence.checks(ci_result)
+    assert len(table) == len(acceptance_values(ci_result))
+    for check, value in zip(table, acceptance_values(ci_result)):
+        np.testing.assert_allclose(float(check.value), float(value), rtol=1e-12,
+                                   err_msg=check.what)
+
+
+def at_bound(r):
+    """Every inequality of the lemma met with equality, at depth 2."""
+    d = at(r, 2)
+    c = dict(d.certificate)
+    c["r"] = c["path_bound"] = max(d.distance)
+    c["lam"], c["alpha"] = min(d.sigma_min_H), min(d.local_pl)
+    last = {**d.tightness["last"], "G_H": {"true": 1.0, "bound": 1.0, "ratio": 1.0}}
+    return edited(r, 2, certificate=c, tightness={**d.tightness, "last": last})
+
+
+def test_evidence_exactly_at_a_bound_meets_it(ci_result):
+    """The lemma's and the checks' inequalities are not strict."""
+    changed = at_bound(ci_result)
+    assert statuses(changed) == statuses(ci_result) == expected_statuses(changed)
+    assert all(c.ok for c in convergence.checks(changed))
+
+
+@pytest.mark.parametrize("what, edit", [
+    ("path bound over $r$", lambda r: edited(r, 1, certificate=dict(
+        at(r, 1).certificate, r=at(r, 1).certificate["path_bound"] / 1.5))),
+    (r"\kappa(H_0)", lambda r: edited(r, 2, certificate=dict(
+        at(r, 2).certificate, kappa_inv_sq=at(r, 2).certificate["kappa_inv_sq"] / 2))),
+    ("measured value over its bound", lambda r: edited(r, 4, tightness={
+        **at(r, 4).tightness, "theta0": {**at(r, 4).tightness["theta0"], "C": {
+            "true": 1.5, "bound": 1.0, "ratio": 1.5}}})),
+])
+def test_a_check_fails_half_past_its_threshold(ci_result, what, edit):
+    failed = [c.what for c in convergence.checks(edit(ci_result)) if not c.ok]
+    assert len(failed) == 1 and what in failed[0], failed
 
 
 def test_acceptance_table_holds_and_fails_on_a_bad_number(ci_result):

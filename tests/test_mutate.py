@@ -63,6 +63,7 @@ ORIGINAL = '[Check("a b", r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]'
     ('[Check(None, r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]', True),
     ('[Check("XXa bXX", r.x, "<=", 1), Claim("key", "NAME", f"v {r.x}")]', True),
     ('[Check("a b", r.x, "<=", 1), Claim("key", "name", f"XXv {r.x}")]', True),
+    ('[Check("a b", r.x, "<=", 1), Claim("key", "name", None)]', True),
     ('[Check("a b", r.y, "<=", 1), Claim("key", "name", f"v {r.x}")]', False),
     ('[Check("a b", r.x, "<=", 2), Claim("key", "name", f"v {r.x}")]', False),
     ('[Check("a b", r.x, "<=", 1), Claim("XXkeyXX", "name", f"v {r.x}")]', False),
