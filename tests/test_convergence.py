@@ -318,6 +318,12 @@ def test_the_rate_claim_flips_with_the_sweep(ci_result):
     # the prediction is kappa(H_0)'s, not kappa(Z_0)'s
     assert rate(with_point(ci_result, 1.0, kappa_H=3 * p1.kappa_H)) == NOT_REPRODUCED
     assert rate(with_point(ci_result, 1.0, kappa_Z=3 * p1.kappa_Z)) == DEVIATION
+    # two equal late rates: the rate does not fall at that step
+    assert rate(with_point(ci_result, 0.1, late_rate=p0.late_rate)) == NOT_REPRODUCED
+    # the slow-mode range includes its first beta
+    p = pick(ci_result.sweep, beta=convergence.SLOW_MODE_BETA)
+    changed = with_point(ci_result, p.beta, kappa_H=p.kappa_H / 2)
+    assert rate(changed) == NOT_REPRODUCED
     # beta = 1 slower than predicted (a prediction four times faster)
     changed = with_point(ci_result, 1.0, kappa_H=p1.kappa_H / 2)
     assert rate(changed) == NOT_REPRODUCED
@@ -367,6 +373,24 @@ def at_bound(r):
     c["lam"], c["alpha"] = min(d.sigma_min_H), min(d.local_pl)
     last = {**d.tightness["last"], "G_H": {"true": 1.0, "bound": 1.0, "ratio": 1.0}}
     return edited(r, 2, certificate=c, tightness={**d.tightness, "last": last})
+
+
+def test_a_step_within_rounding_of_the_certified_rate_meets_it(ci_result):
+    """Theorem 1's check allows float64 rounding: a step at 1 - mu alpha plus half the
+    allowance holds, one allowance and a half past it does not."""
+    d = at(ci_result, 1)
+    for past, status in ((0.5, DEVIATION), (1.5, NOT_REPRODUCED)):
+        loss = list(d.loss)
+        loss[4] = loss[3] * (d.predicted_rate + past * convergence.RATE_SLACK)
+        changed = edited(ci_result, 1, loss=loss)
+        assert statuses(changed)["theorem-1"] == status
+
+
+def test_a_loss_exactly_at_the_tolerance_reaches_it(ci_result):
+    d, tol = at(ci_result, 1), ci_result.settings["tol"]
+    T = d.steps_to_tolerance
+    loss = [1.0] + [tol] * T + d.loss[T + 1:]
+    assert statuses(edited(ci_result, 1, loss=loss))["corollary-1"] == DEVIATION
 
 
 def test_evidence_exactly_at_a_bound_meets_it(ci_result):
