@@ -303,9 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"      reason: {reason}")
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    stems = {Path(m).stem for m in summary}
-    stale = sorted(name for name in known if name != WORDING
-                   and name.split(".")[1] in stems
+    dotted = {m.removesuffix(".py").replace("/", ".") for m in summary}
+    stale = sorted(name for name in known if name not in (WORDING, ROW_TEXT)
+                   and name.rsplit(".", 1)[0] in dotted
                    and not any(name in row["survivors"] for row in summary.values()))
     if stale:
         print(f"\nlisted in {SURVIVORS.relative_to(ROOT)} but killed now (remove "
