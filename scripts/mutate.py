@@ -10,12 +10,18 @@ per mutant, only those of the selected tests that call the mutated function, fas
 first, and stops at the first failure. Property tests draw fewer examples there (the
 hypothesis profile "mutation", tests/conftest.py); stored experiment results are off.
 
+A module listed in ``[tool.mutmut.functions]`` (an experiment module) is mutated only in
+the definitions named there (its checks and claims and what they read); the rest of its
+work copy is marked ``# pragma: no mutate``. As its ``run`` is then never mutated, its
+tests read the experiment's result from a store in the work folder, computed once.
+
 It prints, per module, the mutants killed out of those tested and the share, then every
 survivor with its diff and its reason from tests/mutation/SURVIVORS.md: the reason given
 for that mutant by name, or the reason of its class (a mutant that changes only the
-wording of an error message). A score is a finding, not a gate: the exit status is 1
-only when a survivor has no reason. A module whose tests do not exist yet is reported
-and skipped. A summary goes to ``_build/mutation/summary.json``.
+wording of an error message, or only the text of a claim's or a check's row). A score
+is a finding, not a gate: the exit status is 1 only when a survivor has no reason. A
+module whose tests do not exist yet is reported and skipped. A summary goes to
+``_build/mutation/summary.json``.
 """
 from __future__ import annotations
 
@@ -36,8 +42,11 @@ WORK = ROOT / "_build" / "mutation"
 SURVIVORS = ROOT / "tests" / "mutation" / "SURVIVORS.md"
 KILLED = ("killed", "timeout")          # a mutant that hangs the tests is caught too
 NAME = re.compile(r"`(rcutil\.[\w.ǁ]+__mutmut_\d+)`")
-#: The class of survivors that SURVIVORS.md explains once, by its heading's key.
+#: The classes of survivors that SURVIVORS.md explains once, by their headings' keys.
 WORDING = "error wording"
+ROW_TEXT = "row text"
+#: Calls whose string arguments are the words of a row the reader sees.
+ROWS = ("Claim", "Check")
 
 
 def config() -> dict:
@@ -57,9 +66,10 @@ def reasons() -> dict[str, str]:
         found = NAME.fullmatch(cells[0]) if cells else None
         if found and len(cells) >= 3:
             out[found.group(1)] = cells[-1]
-    heading = re.search(rf"^## .*{WORDING}.*\n+((?:.+\n)+)", text, re.M | re.I)
-    if heading:                                         # its first sentence
-        out[WORDING] = " ".join(heading.group(1).split()).split(": ")[0]
+    for key in (WORDING, ROW_TEXT):
+        heading = re.search(rf"^## .*{key}.*\n+((?:.+\n)+)", text, re.M | re.I)
+        if heading:                                         # its first sentence
+            out[key] = " ".join(heading.group(1).split()).split(": ")[0]
     return out
 
 
@@ -79,6 +89,28 @@ def module_pyproject(module: str, tests: list[str]) -> str:
     return text[:start] + block + text[end:]
 
 
+def only_definitions(source: str, names: list[str]) -> str:
+    """``source`` with every top-level statement outside the definitions ``names``
+    between ``# pragma: no mutate start`` and ``end`` lines."""
+    lines = source.splitlines(keepends=True)
+    body = ast.parse(source).body
+    missing = set(names) - {getattr(n, "name", None) for n in body}
+    if missing:
+        raise SystemExit(f"[tool.mutmut.functions] names {sorted(missing)}, which the "
+                         f"module does not define")
+    keep = [n for n in body if getattr(n, "name", None) in names]
+    spans = [(n.decorator_list[0].lineno if getattr(n, "decorator_list", None)
+              else n.lineno, n.end_lineno) for n in keep]
+    out, line = [], 1
+    for start, end in spans + [(len(lines) + 1, len(lines))]:
+        if start > line:
+            out += ["# pragma: no mutate start\n", *lines[line - 1:start - 1],
+                    "# pragma: no mutate end\n"]
+        out += lines[start - 1:end]
+        line = end + 1
+    return "".join(out)
+
+
 def prepare(module: str, tests: list[str], keep: bool) -> Path:
     work = WORK / Path(module).stem
     if not keep and work.exists():
@@ -90,11 +122,16 @@ def prepare(module: str, tests: list[str], keep: bool) -> Path:
         shutil.copytree(ROOT / folder, work / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "site"))
     (work / "pyproject.toml").write_text(module_pyproject(module, tests))
+    names = config().get("functions", {}).get(module)
+    if names:
+        (work / module).write_text(only_definitions((ROOT / module).read_text(), names))
     return work
 
 
-def mutmut(work: Path, *args: str, capture: bool = True) -> str:
-    env = dict(os.environ, RCUTIL_RESULTS_CACHE="0",
+def mutmut(work: Path, *args: str, capture: bool = True, store: bool = False) -> str:
+    """``mutmut args`` in ``work``; ``store``: experiments' results are stored and
+    reused there (for a module whose ``run`` is not mutated)."""
+    env = dict(os.environ, RCUTIL_RESULTS_CACHE="1" if store else "0",
                RCUTIL_RESULTS_DIR=str(work / "results"), RCUTIL_PROFILE="ci",
                OPENBLAS_NUM_THREADS="1", RCUTIL_TORCH_THREADS="1", PYTHONHASHSEED="0",
                MPLBACKEND="Agg", RCUTIL_HYPOTHESIS_PROFILE="mutation")
@@ -154,6 +191,40 @@ def only_wording(original: ast.AST, mutant: ast.AST) -> bool:
     return normal(original) == normal(mutant) and ast.dump(original) != ast.dump(mutant)
 
 
+def _blank(node):
+    """An f-string, a string or ``None`` as the empty string; any other node as is."""
+    if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and (
+            node.value is None or isinstance(node.value, str))):
+        return ast.Constant("")
+    return node
+
+
+def only_row_text(original: ast.AST, mutant: ast.AST) -> bool:
+    """Whether two functions differ only in strings (f-string parts included, or a
+    string made ``None``) inside the calls of :data:`ROWS`, other than a claim's key
+    (its first argument)."""
+    def normal(node):
+        node = ast.parse(ast.unparse(node)).body[0]
+        node.name = "f"
+        for call in ast.walk(node):
+            call_of = call.func if isinstance(call, ast.Call) else None
+            name = getattr(call_of, "id", None)
+            if name in ROWS:
+                first = 1 if name == "Claim" else 0
+                call.args[first:] = [_blank(a) for a in call.args[first:]]
+                for k in call.keywords:
+                    k.value = _blank(k.value)
+                text = call.args[first:] + [k.value for k in call.keywords]
+                for n in (m for a in text for m in ast.walk(a)):
+                    for field, value in ast.iter_fields(n):
+                        if isinstance(value, list):
+                            value[:] = [_blank(v) for v in value]
+                        else:
+                            setattr(n, field, _blank(value))
+        return ast.dump(node)
+    return normal(original) == normal(mutant) and ast.dump(original) != ast.dump(mutant)
+
+
 def reason_of(name: str, known: dict[str, str], funcs: dict[str, ast.AST]
               ) -> str | None:
     if name in known:
@@ -163,6 +234,8 @@ def reason_of(name: str, known: dict[str, str], funcs: dict[str, ast.AST]
     mutant = funcs.get(short)
     if original is not None and mutant is not None and only_wording(original, mutant):
         return f"class {WORDING}: {known.get(WORDING, 'see SURVIVORS.md')}"
+    if original is not None and mutant is not None and only_row_text(original, mutant):
+        return f"class {ROW_TEXT}: {known.get(ROW_TEXT, 'see SURVIVORS.md')}"
     return None
 
 
@@ -194,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         again = ([k for k, v in statuses(work).items() if v not in KILLED]
                  if resume else [])
         # a resumed run tests again only the mutants that survived the last one
-        mutmut(work, "run", "--max-children", str(args.jobs), *again, capture=False)
+        mutmut(work, "run", "--max-children", str(args.jobs), *again, capture=False,
+               store=module in cfg.get("functions", {}))
         status = statuses(work)
         tested = {k: v for k, v in status.items() if v != "skipped"}
         killed = sum(v in KILLED for v in tested.values())
@@ -229,9 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"      reason: {reason}")
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    stems = {Path(m).stem for m in summary}
-    stale = sorted(name for name in known if name != WORDING
-                   and name.split(".")[1] in stems
+    dotted = {m.removesuffix(".py").replace("/", ".") for m in summary}
+    stale = sorted(name for name in known if name not in (WORDING, ROW_TEXT)
+                   and name.rsplit(".", 1)[0] in dotted
                    and not any(name in row["survivors"] for row in summary.values()))
     if stale:
         print(f"\nlisted in {SURVIVORS.relative_to(ROOT)} but killed now (remove "

@@ -47,6 +47,8 @@ LIPSCHITZ = ("tests/test_lipschitz.py",)
 SINGULAR = ("tests/test_singular_values.py",)
 #: The tests of the Jena experiment's claims.
 JENA_TESTS = ("tests/test_jena.py",)
+#: The tests of the convergence experiment: its trajectory and its claims.
+EXPERIMENT = ("tests/test_convergence.py",)
 
 
 class DoesNotApply(Exception):
@@ -194,6 +196,7 @@ CERT, BOUNDS, TIGHT = "rcutil/certificate.py", "rcutil/bounds.py", "rcutil/tight
 LIP = "rcutil/experiments/lipschitz.py"
 SV = "rcutil/experiments/singular_values.py"
 JENA = "rcutil/experiments/jena.py"
+CONV = "rcutil/experiments/convergence.py"
 #: the statement of feature_jets that composes block l (it holds ``trace[p][l]``)
 BLOCK_STEP = "trace[p][l]"
 
@@ -328,6 +331,44 @@ CHANGES: dict[str, Change] = {
     "Jena floor drift read at Adam's last step": Change(
         JENA, "floor_drift", "point.floor_run[:, point.floor_run.shape[1] // 2]",
         new="point.floor_run[:, -1]", tests=JENA_TESTS),
+    # ---- the trajectory record: every entry at its own iterate, in the Euclidean norm
+    "distance from theta_0 in the max norm": Change(
+        CONV, "depth_run.observe", "torch.linalg.vector_norm(_flat(model) - theta0)",
+        new="torch.linalg.vector_norm(_flat(model) - theta0, ord=float('inf'))",
+        tests=EXPERIMENT),
+    "PL ratio with the next iterate's loss": Change(
+        CONV, "depth_run", "grad**2 / (2 * loss)",
+        new="grad**2 / (2 * np.append(loss[1:], loss[-1]))", tests=EXPERIMENT),
+    "PL ratio with the previous iterate's gradient": Change(
+        CONV, "depth_run", "grad**2 / (2 * loss)",
+        new="np.append(grad[:1], grad[:-1])**2 / (2 * loss)", tests=EXPERIMENT),
+    "sigma_Nn of Z_t recorded as that of H_t": Change(
+        CONV, "depth_run.observe", "singular_values(out.features)[-1]",
+        new="singular_values(out.Z[-1])[-1]", tests=EXPERIMENT),
+    "last-iterate tightness taken at theta_0": Change(
+        CONV, "depth_run",
+        "at_last = measure(model, X, Y, cert, iterations=iterations)",
+        new="at_last = at_theta0", tests=EXPERIMENT),
+    # ---- the claims: each read from its own depth, field and statistic
+    "multilayer status from the single-layer run": Change(
+        CONV, "claims", "all(theorem_holds(d) and minimum_reached(d) for d in deep)",
+        new="all(theorem_holds(one) and minimum_reached(one) for d in deep)",
+        tests=EXPERIMENT),
+    "Corollary 1 read at the second depth": Change(
+        CONV, "claims", "minimum_reached(one)", new="minimum_reached(deep[0])",
+        tests=EXPERIMENT),
+    "PL ratio compared with alpha / 2": Change(
+        CONV, "claims", "min(d.local_pl) >= d.alpha",
+        new="min(d.local_pl) >= d.alpha / 2", tests=EXPERIMENT),
+    "PL ratio compared with the single layer's alpha": Change(
+        CONV, "claims", "min(d.local_pl) >= d.alpha",
+        new="min(d.local_pl) >= one.alpha", tests=EXPERIMENT),
+    "median PL ratio where the minimum belongs": Change(
+        CONV, "claims", "min(d.local_pl) >= d.alpha",
+        new="np.median(d.local_pl) >= d.alpha", tests=EXPERIMENT),
+    "predicted late rate from kappa(Z_0)": Change(
+        CONV, "SweepPoint.predicted_late_rate", "self.kappa_H ** -2",
+        new="self.kappa_Z ** -2", tests=EXPERIMENT),
 }
 
 

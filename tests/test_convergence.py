@@ -1,27 +1,36 @@
-"""The convergence experiment: its JSON (trajectory and tightness at every depth), its
-estimate, and the theorems' checks on the stored numbers."""
+"""The convergence experiment: its result per depth and per beta, every trajectory entry
+recomputed from the iterates of an independent GD loop, the tightness at the last
+iterate, and every claim's status recomputed from the stored numbers and flipped by
+editing them."""
+import copy
+import dataclasses
 import math
 
 import numpy as np
 import pytest
+import scipy.sparse.linalg as sla
 import torch
 
 import rcutil  # noqa: F401  (thread policy before numpy)
+from rcutil import checks as checks_mod
 from rcutil import experiments, settings_for
 from rcutil.certificate import best_certificate, certificate
+from rcutil.claims import DEVIATION, NOT_REPRODUCED
 from rcutil.experiments import convergence
+from rcutil.results import pick
 
 torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
 def ci_result():
-    # the store the chapter reads (RCUTIL_RESULTS_DIR): computed once for the unit tests and the book
-    return experiments.cached("convergence", "ci", progress=False)
+    # the store the chapter reads (RCUTIL_RESULTS_DIR): computed once for tests and book
+    return experiments.cached(convergence, "ci", progress=False)
 
 
-def depths(result):
-    return {"1": result, **result["multilayer"]}
+def at(result, layers):
+    (depth,) = [d for d in result.depths if d.layers == layers]
+    return depth
 
 
 def test_certificate_holds_on_the_instance():
@@ -30,7 +39,7 @@ def test_certificate_holds_on_the_instance():
     c = best_certificate(model, X, Y, n_radii=s["n_radii"])
     assert c.holds and c.lam > 0 and c.path_bound <= c.r
     assert c.alpha <= c.C and math.isclose(c.mu, 1 / c.C)
-    assert c.alpha / c.C <= c.kappa_inv_sq                    # alpha / C <= kappa(H_0)^-2
+    assert c.alpha / c.C <= c.kappa_inv_sq             # alpha / C <= kappa(H_0)^-2
     # too large targets break the stay-in-the-ball condition: the check can fail
     assert not best_certificate(model, X, Y * 1e3, n_radii=s["n_radii"]).holds
 
@@ -42,55 +51,384 @@ def test_certificate_needs_width():
         certificate(model, X, torch.zeros(3, 2, 2, dtype=torch.float64), r=0.1)
 
 
-def test_json_keys_and_theorem(ci_result):
-    keys = ("alpha", "C", "mu", "predicted_rate", "loss_history", "max_measured_rate",
-            "rate_check_factor", "final_over_initial_loss")
-    assert set(ci_result["multilayer"]) == {"2", "4"}
-    for res in depths(ci_result).values():
-        for k in keys:
-            assert k in res, k
-        assert math.isclose(res["predicted_rate"], 1 - res["mu"] * res["alpha"])
-        loss = np.array(res["loss_history"])
-        assert math.isclose(res["max_measured_rate"], float((loss[1:] / loss[:-1]).max()))
-        assert res["max_measured_rate"] <= res["predicted_rate"]
-        assert math.isclose(res["rate_check_factor"], (1 - res["max_measured_rate"]) / (res["mu"] * res["alpha"]))
-        assert res["final_over_initial_loss"] < 1e-10
+def test_one_point_per_depth_and_per_beta_each_holding_its_axis(ci_result):
+    s = ci_result.settings
+    assert [d.layers for d in ci_result.depths] == s["layers"] == [1, 2, 4]
+    assert [p.beta for p in ci_result.sweep] == s["sweep_betas"]
+    again = convergence.Result.from_json(ci_result.to_json())
+    assert again.to_json() == ci_result.to_json()
+    for d in ci_result.depths:
+        n = len(d.loss)
+        assert len(d.grad_norm) == len(d.distance) == len(d.sigma_min_H) == n
+        assert len(d.local_pl) == n and d.distance[0] == 0.0
+        assert d.target_scale == s["target_scale"][str(d.layers)]
+        loss = np.array(d.loss)
+        first = int(np.flatnonzero(loss <= s["tol"] * loss[0])[0])
+        assert d.steps_to_tolerance == first
+        rate = 1 - d.certificate["mu"] * d.certificate["alpha"]
+        assert d.bound_steps == math.ceil(math.log(s["tol"]) / math.log(rate))
 
 
-def test_trajectory_stays_where_the_certificate_says(ci_result):
-    assert set(ci_result["trajectory"]) == set(ci_result["tightness"]) == {"1", "2", "4"}
-    for L, res in depths(ci_result).items():
-        path, cert = ci_result["trajectory"][L], res["certificate"]
-        n = path["steps_run"] + 1
-        assert len(path["distance"]) == len(path["sigma_min_H"]) == len(path["local_pl"]) == n
-        assert n >= len(res["loss_history"]) and path["distance"][0] == 0.0
-        assert path["max_distance"] == max(path["distance"]) > 0
-        assert path["max_distance"] <= cert["path_bound"] <= cert["r"]
-        assert math.isclose(path["sigma_min_H"][0], cert["s0"], rel_tol=1e-9)
-        assert path["min_sigma_min_H"] == min(path["sigma_min_H"]) >= cert["s0"] - cert["G_H"] * cert["r"]
-        assert path["min_local_pl"] == min(path["local_pl"]) >= cert["alpha"]
-        np.testing.assert_allclose(path["local_pl"][:len(res["local_pl"])], res["local_pl"], rtol=1e-12)
+# -------------------------------------------------------------- an independent GD loop
+def gd_iterates(settings, layers, mu, steps):
+    """Plain GD on one flat parameter vector, written without rcutil.train: per iterate
+    theta_t, Phi_t, ||grad Phi_t||, sigma_{Nn}(H_t)."""
+    model, X, Y = convergence.make_instance(settings, layers)
+    names = [k for k, _ in model.named_parameters()]
+    shapes = [p.shape for _, p in model.named_parameters()]
+    sizes = [p.numel() for _, p in model.named_parameters()]
+    theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    N, n = X.shape[0], X.shape[1]
+
+    def forward(flat):
+        params = {k: t.view(s) for k, t, s in zip(names, flat.split(sizes), shapes)}
+        return torch.func.functional_call(model, params, (X,), {"return_all": True})
+
+    out = dict(theta=[], loss=[], grad=[], sigma=[])
+    for _ in range(steps + 1):
+        t = theta.clone().requires_grad_(True)
+        o = forward(t)
+        loss = 0.5 * ((o.output - Y) ** 2).sum()
+        (g,) = torch.autograd.grad(loss, t)
+        H = o.features.detach().reshape(N * n, -1)
+        out["theta"].append(theta.clone())
+        out["loss"].append(loss.item())
+        out["grad"].append(torch.linalg.vector_norm(g).item())
+        out["sigma"].append(torch.linalg.svdvals(H)[N * n - 1].item())
+        theta = theta - mu * g.detach()
+    phi = lambda flat: 0.5 * ((forward(flat).output - Y) ** 2).sum()  # noqa: E731
+    return out, phi
 
 
-def test_tightness_is_measured_and_no_true_value_exceeds_its_bound(ci_result):
-    for L, res in depths(ci_result).items():
-        cert = res["certificate"]
-        for point in ("theta0", "last"):
-            t = ci_result["tightness"][L][point]
-            assert set(t) == {"G_H", "K_H", "C"}
-            for key, v in t.items():
-                assert v["bound"] == cert[key] and math.isclose(v["ratio"], v["true"] / v["bound"])
-                assert 0 < v["ratio"] <= 1, (L, point, key, v)
-            assert t["K_H"]["true"] >= t["K_H"]["along_top_direction"]
-            assert math.isclose(t["C"]["true"], abs(t["C"]["eigenvalue"]))
-    # the Hessian bound C is close to tight at one layer: the measurement is not vacuous
-    assert ci_result["tightness"]["1"]["theta0"]["C"]["ratio"] > 0.9
+def hessian_top(phi, theta):
+    """|lambda|_max of the Hessian of phi at theta, by scipy's ARPACK on HVPs."""
+    def hvp(v):
+        v = torch.as_tensor(np.asarray(v).ravel(), dtype=theta.dtype)
+        return torch.func.jvp(torch.func.grad(phi), (theta,), (v,))[1].numpy()
+    op = sla.LinearOperator((theta.numel(),) * 2, matvec=hvp, dtype=np.float64)
+    return float(abs(sla.eigsh(op, k=1, which="LM", tol=1e-13)[0][0]))
 
 
-def test_every_profile_measures_trajectory_and_tightness():
+@pytest.mark.parametrize("layers", [1, 2, 4])
+def test_every_trajectory_entry_is_recomputed_from_the_iterates(ci_result, layers):
+    d = at(ci_result, layers)
+    mu, steps = d.certificate["mu"], len(d.loss) - 1
+    it, _ = gd_iterates(ci_result.settings, layers, mu, steps)
+    theta0 = it["theta"][0]
+    distance = [torch.linalg.vector_norm(t - theta0).item() for t in it["theta"]]
+    pl = np.array(it["grad"]) ** 2 / (2 * np.array(it["loss"]))
+    np.testing.assert_allclose(d.loss, it["loss"], rtol=1e-9)
+    np.testing.assert_allclose(d.grad_norm, it["grad"], rtol=1e-9)
+    np.testing.assert_allclose(d.distance, distance, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(d.sigma_min_H, it["sigma"], rtol=1e-9)
+    np.testing.assert_allclose(d.local_pl, pl, rtol=1e-9)
+
+
+@pytest.mark.parametrize("layers", [1, 2, 4])
+def test_last_iterate_tightness_is_measured_at_the_last_iterate(ci_result, layers):
+    """||Hess Phi|| moves between theta_0 and the last iterate by far more than the
+    measurement's error: the stored value at "last" is the last iterate's, not
+    theta_0's."""
+    d = at(ci_result, layers)
+    mu, steps = d.certificate["mu"], len(d.loss) - 1
+    it, phi = gd_iterates(ci_result.settings, layers, mu, steps)
+    first, last = hessian_top(phi, it["theta"][0]), hessian_top(phi, it["theta"][-1])
+    moved = abs(last - first)
+    stored0, stored = (d.tightness[p]["C"]["true"] for p in ("theta0", "last"))
+    assert moved > 1e-8 * last
+    assert abs(stored - last) < 0.05 * moved
+    assert abs(stored0 - first) < 0.05 * moved
+
+
+# ------------------------------------------------------------------ claims, recomputed
+def expected_statuses(result):
+    """Each claim's status from the stored numbers, without rcutil.experiments code."""
+    tol = result.settings["tol"]
+
+    def ran(d):
+        loss = np.asarray(d.loss, dtype=float)[:d.steps_to_tolerance + 1]
+        c = d.certificate
+        contracts = np.all(loss[1:] / loss[:-1] <= 1 - c["mu"] * c["alpha"] + 1e-12)
+        return bool(contracts), bool(loss[-1] / loss[0] <= tol)
+
+    def proof_holds(d):
+        c = d.certificate
+        ratios = [v["ratio"] for p in d.tightness.values() for v in p.values()]
+        return (np.min(d.local_pl) >= c["alpha"]
+                and np.max(d.distance) <= c["path_bound"]
+                and c["path_bound"] <= c["r"] and np.min(d.sigma_min_H) >= c["lam"]
+                and max(ratios) <= 1)
+
+    def verdict(ok):
+        return DEVIATION if ok else NOT_REPRODUCED
+
+    (one,) = [d for d in result.depths if d.layers == 1]
+    deeper = [d for d in result.depths if d.layers > 1]
+    slow = [p for p in result.sweep if p.beta >= 0.25]
+    factors = [(1 - p.late_rate) / (1 - (1 - p.kappa_H ** -2) ** 2) for p in slow]
+    late = [p.late_rate for p in sorted(result.sweep, key=lambda p: p.beta)]
+    follows = (all(1 / 1.5 <= f <= 1.5 for f in factors)
+               and all(b < a for a, b in zip(late, late[1:])))
+    return {
+        "lemma-smoothness": verdict(all(proof_holds(d) for d in result.depths)),
+        "theorem-1": verdict(ran(one)[0]),
+        "rate-singular-values": verdict(follows),
+        "corollary-1": verdict(ran(one)[1]),
+        "multilayer": verdict(bool(deeper) and all(all(ran(d)) for d in deeper)),
+    }
+
+
+def statuses(result):
+    return {c.key: c.status for c in convergence.claims(result)}
+
+
+def test_every_claim_follows_from_the_stored_numbers(ci_result):
+    rows = convergence.claims(ci_result)
+    assert statuses(ci_result) == expected_statuses(ci_result)
+    assert all(r.rule and any(ch.isdigit() for ch in r.book) for r in rows)
+    # the same instance with the same constants: Theorem 1 and Corollary 1 agree
+    assert statuses(ci_result)["theorem-1"] == statuses(ci_result)["corollary-1"]
+    assert set(statuses(ci_result).values()) == {DEVIATION}
+
+
+def edited(result, layers=None, **fields):
+    out = copy.deepcopy(result)
+    if layers is not None:
+        i = [d.layers for d in out.depths].index(layers)
+        out.depths[i] = dataclasses.replace(out.depths[i], **fields)
+    return out
+
+
+def rising_step(d, t=3):
+    """d.loss with one step before the tolerance slower than 1 - mu alpha allows."""
+    loss = list(d.loss)
+    loss[t + 1] = loss[t] * (d.predicted_rate + 1e-3)
+    return loss
+
+
+def stopped_early(d):
+    """d's lists cut ten iterates before the tolerance: GD stopped short of it."""
+    T = d.steps_to_tolerance - 10
+    cut = {k: getattr(d, k)[:T + 1] for k in
+           ("loss", "grad_norm", "distance", "sigma_min_H", "local_pl")}
+    return dict(cut, steps_to_tolerance=T)
+
+
+def pl_below_alpha(d, t=None):
+    """d.local_pl with one iterate's ratio just under alpha (the minimum, not the
+    median, must see it)."""
+    pl = list(d.local_pl)
+    pl[len(pl) // 2 if t is None else t] = 0.99 * d.alpha
+    return pl
+
+
+def pl_between_alphas(result, layers):
+    """The local PL ratios of depth ``layers`` with one between that depth's alpha and
+    the single layer's: the lemma holds at each depth with its own alpha."""
+    d = at(result, layers)
+    alphas = sorted([d.alpha, at(result, 1).alpha])
+    assert alphas[0] < alphas[1] and d.alpha == alphas[0]
+    pl = list(d.local_pl)
+    pl[1] = sum(alphas) / 2
+    return pl
+
+
+def pl_at_depth(r, layers, t):
+    return edited(r, layers, local_pl=pl_below_alpha(at(r, layers), t))
+
+
+def alpha_above_pl(r):
+    d = at(r, 1)
+    return edited(r, 1, certificate=dict(d.certificate, alpha=1.01 * min(d.local_pl)))
+
+
+def distance_past_bound(r):
+    d = at(r, 2)
+    far = 1.01 * d.certificate["path_bound"]
+    return edited(r, 2, distance=[0.0] + [far] * (len(d.distance) - 1))
+
+
+def sigma_below_bound(r):
+    d = at(r, 1)
+    return edited(r, 1, sigma_min_H=[0.99 * d.certificate["lam"]] + d.sigma_min_H[1:])
+
+
+def K_H_above_bound(r):
+    d = at(r, 2)
+    above = {"true": 2.0, "bound": 1.0, "ratio": 2.0}
+    return edited(r, 2, tightness={**d.tightness,
+                                   "last": {**d.tightness["last"], "K_H": above}})
+
+
+LEMMA = {"lemma-smoothness"}
+EDITS = [
+    pytest.param(lambda r: edited(r, 4, loss=rising_step(at(r, 4))), {"multilayer"},
+                 id="L4-rate"),
+    pytest.param(lambda r: edited(r, 2, **stopped_early(at(r, 2))), {"multilayer"},
+                 id="L2-stops-early"),
+    pytest.param(lambda r: edited(r, 1, loss=rising_step(at(r, 1))), {"theorem-1"},
+                 id="L1-rate"),
+    pytest.param(lambda r: edited(r, 1, **stopped_early(at(r, 1))), {"corollary-1"},
+                 id="L1-stops-early"),
+    pytest.param(lambda r: pl_at_depth(r, 1, None), LEMMA, id="pl-one-iterate"),
+    pytest.param(lambda r: pl_at_depth(r, 4, 1), LEMMA, id="pl-at-L4"),
+    pytest.param(lambda r: edited(r, 4, local_pl=pl_between_alphas(r, 4)), set(),
+                 id="pl-above-its-own-alpha"),
+    pytest.param(alpha_above_pl, LEMMA, id="alpha-above-pl"),
+    pytest.param(distance_past_bound, LEMMA, id="distance-at-L2"),
+    pytest.param(sigma_below_bound, LEMMA, id="sigma-at-L1"),
+    pytest.param(K_H_above_bound, LEMMA, id="K_H-above-bound"),
+]
+
+
+@pytest.mark.parametrize("edit, flips", EDITS)
+def test_a_claim_flips_when_its_evidence_is_edited(ci_result, edit, flips):
+    before = statuses(ci_result)
+    changed = edit(ci_result)
+    after = statuses(changed)
+    assert after == expected_statuses(changed)
+    assert {k for k in before if before[k] != after[k]} == flips
+    assert all(after[k] == NOT_REPRODUCED for k in flips)
+    assert all(c.ok for c in convergence.checks(changed)) == (not flips)
+
+
+def with_point(result, beta, **fields):
+    out = copy.deepcopy(result)
+    i = [p.beta for p in out.sweep].index(beta)
+    out.sweep[i] = dataclasses.replace(out.sweep[i], **fields)
+    return out
+
+
+def test_the_rate_claim_flips_with_the_sweep(ci_result):
+    def rate(r):
+        assert statuses(r)["rate-singular-values"] == expected_statuses(r)[
+            "rate-singular-values"]
+        return statuses(r)["rate-singular-values"]
+    p1 = pick(ci_result.sweep, beta=1.0)
+    p0 = pick(ci_result.sweep, beta=0.0)
+    # beta = 1 twice as fast as predicted
+    fast = 1 - 2 * (1 - p1.predicted_late_rate)
+    assert rate(with_point(ci_result, 1.0, late_rate=fast)) == NOT_REPRODUCED
+    # below the slow-mode range only the order counts: slower than beta = 0 flips it ...
+    slow = p0.late_rate + 1e-4
+    assert rate(with_point(ci_result, 0.1, late_rate=slow)) == NOT_REPRODUCED
+    # ... and its factor is not part of the rule
+    p = pick(ci_result.sweep, beta=0.1)
+    assert rate(with_point(ci_result, 0.1, kappa_H=3 * p.kappa_H)) == DEVIATION
+    # the prediction is kappa(H_0)'s, not kappa(Z_0)'s
+    assert rate(with_point(ci_result, 1.0, kappa_H=3 * p1.kappa_H)) == NOT_REPRODUCED
+    assert rate(with_point(ci_result, 1.0, kappa_Z=3 * p1.kappa_Z)) == DEVIATION
+    # two equal late rates: the rate does not fall at that step
+    assert rate(with_point(ci_result, 0.1, late_rate=p0.late_rate)) == NOT_REPRODUCED
+    # the slow-mode range includes its first beta
+    p = pick(ci_result.sweep, beta=convergence.SLOW_MODE_BETA)
+    changed = with_point(ci_result, p.beta, kappa_H=p.kappa_H / 2)
+    assert rate(changed) == NOT_REPRODUCED
+    # beta = 1 slower than predicted (a prediction four times faster)
+    changed = with_point(ci_result, 1.0, kappa_H=p1.kappa_H / 2)
+    assert rate(changed) == NOT_REPRODUCED
+    assert not all(c.ok for c in convergence.checks(changed))
+    # any step up in the late rate fails the acceptance table too
+    changed = with_point(ci_result, 0.1, late_rate=p0.late_rate + 1e-4)
+    failed = [c.what for c in convergence.checks(changed) if not c.ok]
+    assert len(failed) == 1 and "falls" in failed[0]
+
+
+def acceptance_values(result):
+    """The acceptance table's values, computed here in the order of the table."""
+    D, c = result.depths, [d.certificate for d in result.depths]
+    sweep = sorted(result.sweep, key=lambda p: p.beta)
+    p0 = sweep[0]
+    rates = [np.asarray(d.loss[:d.steps_to_tolerance + 1]) for d in D]
+    factors = [(1 - p.late_rate) / (1 - (1 - p.kappa_H ** -2) ** 2) for p in sweep
+               if p.beta >= 0.25]
+    return [all(x["holds"] for x in c),
+            max((r[1:] / r[:-1]).max() - x["predicted_rate"] for r, x in zip(rates, c)),
+            max(r[-1] / r[0] for r in rates),
+            max(np.max(d.distance) / x["path_bound"] for d, x in zip(D, c)),
+            max(x["path_bound"] / x["r"] for x in c),
+            min(np.min(d.sigma_min_H) / x["lam"] for d, x in zip(D, c)),
+            min(np.min(d.local_pl) / x["alpha"] for d, x in zip(D, c)),
+            max(v["ratio"] for d in D for point in d.tightness.values()
+                for v in point.values()),
+            max(x["alpha"] / x["C"] / x["kappa_inv_sq"] for x in c),
+            max(max(f, 1 / f) for f in factors),
+            max(b.late_rate - a.late_rate for a, b in zip(sweep, sweep[1:])),
+            p0.alpha_over_C, p0.certified, p0.loss[10], p0.late_rate]
+
+
+def test_the_acceptance_values_are_the_results_numbers(ci_result):
+    table = convergence.checks(ci_result)
+    assert len(table) == len(acceptance_values(ci_result))
+    for check, value in zip(table, acceptance_values(ci_result)):
+        np.testing.assert_allclose(float(check.value), float(value), rtol=1e-12,
+                                   err_msg=check.what)
+
+
+def at_bound(r):
+    """Every inequality of the lemma met with equality, at depth 2."""
+    d = at(r, 2)
+    c = dict(d.certificate)
+    c["r"] = c["path_bound"] = max(d.distance)
+    c["lam"], c["alpha"] = min(d.sigma_min_H), min(d.local_pl)
+    last = {**d.tightness["last"], "G_H": {"true": 1.0, "bound": 1.0, "ratio": 1.0}}
+    return edited(r, 2, certificate=c, tightness={**d.tightness, "last": last})
+
+
+def test_a_step_within_rounding_of_the_certified_rate_meets_it(ci_result):
+    """Theorem 1's check allows float64 rounding: a step at 1 - mu alpha plus half the
+    allowance holds, one allowance and a half past it does not."""
+    d = at(ci_result, 1)
+    for past, status in ((0.5, DEVIATION), (1.5, NOT_REPRODUCED)):
+        loss = list(d.loss)
+        loss[4] = loss[3] * (d.predicted_rate + past * convergence.RATE_SLACK)
+        changed = edited(ci_result, 1, loss=loss)
+        assert statuses(changed)["theorem-1"] == status
+
+
+def test_a_loss_exactly_at_the_tolerance_reaches_it(ci_result):
+    d, tol = at(ci_result, 1), ci_result.settings["tol"]
+    T = d.steps_to_tolerance
+    loss = [1.0] + [tol] * T + d.loss[T + 1:]
+    assert statuses(edited(ci_result, 1, loss=loss))["corollary-1"] == DEVIATION
+
+
+def test_evidence_exactly_at_a_bound_meets_it(ci_result):
+    """The lemma's and the checks' inequalities are not strict."""
+    changed = at_bound(ci_result)
+    assert statuses(changed) == statuses(ci_result) == expected_statuses(changed)
+    assert all(c.ok for c in convergence.checks(changed))
+
+
+@pytest.mark.parametrize("what, edit", [
+    ("path bound over $r$", lambda r: edited(r, 1, certificate=dict(
+        at(r, 1).certificate, r=at(r, 1).certificate["path_bound"] / 1.5))),
+    (r"\kappa(H_0)", lambda r: edited(r, 2, certificate=dict(
+        at(r, 2).certificate, kappa_inv_sq=at(r, 2).certificate["kappa_inv_sq"] / 2))),
+    ("measured value over its bound", lambda r: edited(r, 4, tightness={
+        **at(r, 4).tightness, "theta0": {**at(r, 4).tightness["theta0"], "C": {
+            "true": 1.5, "bound": 1.0, "ratio": 1.5}}})),
+])
+def test_a_check_fails_half_past_its_threshold(ci_result, what, edit):
+    failed = [c.what for c in convergence.checks(edit(ci_result)) if not c.ok]
+    assert len(failed) == 1 and what in failed[0], failed
+
+
+def test_acceptance_table_holds_and_fails_on_a_bad_number(ci_result):
+    table = convergence.checks(ci_result)
+    checks_mod.require(table)
+    r = copy.deepcopy(ci_result)
+    p = pick(r.sweep, beta=0.0)
+    r.sweep[0] = dataclasses.replace(p, certified=True)
+    with pytest.raises(AssertionError, match="certificate holds"):
+        checks_mod.require(convergence.checks(r))
+
+
+def test_every_profile_measures_every_depth():
     for profile, settings in convergence.SETTINGS.items():
         assert settings["layers"] == [1, 2, 4], profile
         assert settings["power_iterations"] >= 30, profile
+        assert {0.0, 1.0} <= set(settings["sweep_betas"]), profile
 
 
 def test_cli_writes_json(tmp_path, ci_result, monkeypatch):
@@ -99,7 +437,7 @@ def test_cli_writes_json(tmp_path, ci_result, monkeypatch):
 
     monkeypatch.setattr(convergence, "run", lambda settings, **kw: ci_result)
     monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path / "store"))
-    assert main(["convergence", "--profile", "ci", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert main(["convergence", "--profile", "ci", "--out", str(tmp_path),
+                 "--no-progress"]) == 0
     data = read_json(tmp_path / "convergence.json")["result"]
-    assert data["trajectory"]["4"]["max_distance"] == ci_result["trajectory"]["4"]["max_distance"]
-
+    assert data["depths"][2]["distance"] == at(ci_result, 4).distance

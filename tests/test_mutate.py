@@ -1,0 +1,73 @@
+"""scripts/mutate.py: which part of an experiment module is mutated, and which survivors
+form the class of a row's text (mutmut itself is not run here; ``make mutate`` does)."""
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("mutate", ROOT / "scripts" / "mutate.py")
+mutate = importlib.util.module_from_spec(spec)
+sys.modules["mutate"] = mutate
+spec.loader.exec_module(mutate)
+
+SOURCE = '''import math
+
+LIMIT = 1.0
+
+
+def run(x):
+    return x + 1
+
+
+@staticmethod
+def claims(r):
+    return [Check("a b", r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]
+
+
+def helper(r):
+    return r.x * 2
+'''
+
+
+def test_only_the_named_definitions_are_left_to_mutate():
+    out = mutate.only_definitions(SOURCE, ["claims"])
+    assert ast.dump(ast.parse(out)) == ast.dump(ast.parse(SOURCE))
+    lines = out.splitlines()
+    start, end = "# pragma: no mutate start", "# pragma: no mutate end"
+    assert lines[0] == start and lines.count(start) == lines.count(end) == 2
+    inside, shielded = False, set()
+    for line in lines:
+        inside = (inside or line == start) and line != end
+        if inside:
+            shielded.add(line)
+    assert "    return x + 1" in shielded and "    return r.x * 2" in shielded
+    assert not any("Check(" in line or "@staticmethod" in line for line in shielded)
+
+
+def test_a_name_the_module_lacks_is_refused():
+    with pytest.raises(SystemExit, match="missing"):
+        mutate.only_definitions(SOURCE, ["missing"])
+
+
+def _def(body: str) -> ast.AST:
+    return ast.parse(f"def claims(r):\n    return {body}").body[0]
+
+
+ORIGINAL = '[Check("a b", r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]'
+
+
+@pytest.mark.parametrize("body, text_only", [
+    ('[Check(None, r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]', True),
+    ('[Check("XXa bXX", r.x, "<=", 1), Claim("key", "NAME", f"v {r.x}")]', True),
+    ('[Check("a b", r.x, "<=", 1), Claim("key", "name", f"XXv {r.x}")]', True),
+    ('[Check("a b", r.x, "<=", 1), Claim("key", "name", None)]', True),
+    ('[Check("a b", r.y, "<=", 1), Claim("key", "name", f"v {r.x}")]', False),
+    ('[Check("a b", r.x, "<=", 2), Claim("key", "name", f"v {r.x}")]', False),
+    ('[Check("a b", r.x, "<=", 1), Claim("XXkeyXX", "name", f"v {r.x}")]', False),
+    (ORIGINAL, False),
+])
+def test_a_survivor_that_changes_only_a_rows_text_is_of_that_class(body, text_only):
+    assert mutate.only_row_text(_def(ORIGINAL), _def(body)) is text_only
