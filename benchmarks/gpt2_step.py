@@ -33,6 +33,7 @@ profile, each one step on the batch, against the same K models stacked
 ``torch.func.functional_call`` (attention by the math backend, which has batching rules;
 AdamW on the stacked tensors; clipping per model). It needs no ``transformers``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,16 +51,26 @@ def hf_classifier(transformers, settings: dict, layers: int, vocab_size: int):
     attention), the pad id GPT-2's ``<|endoftext|>`` renumbered into the vocabulary the
     model reads."""
     pad = vocab_size - 1
-    cfg = transformers.GPT2Config(n_embd=settings["d_model"], n_layer=layers,
-                                  n_head=settings["n_head"], n_inner=settings["d_ff"],
-                                  vocab_size=vocab_size, n_positions=1024,
-                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                                  num_labels=2,
-                                  pad_token_id=pad, bos_token_id=pad, eos_token_id=pad)
+    cfg = transformers.GPT2Config(
+        n_embd=settings["d_model"],
+        n_layer=layers,
+        n_head=settings["n_head"],
+        n_inner=settings["d_ff"],
+        vocab_size=vocab_size,
+        n_positions=1024,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        num_labels=2,
+        pad_token_id=pad,
+        bos_token_id=pad,
+        eos_token_id=pad,
+    )
     torch.manual_seed(0)
     try:
         return transformers.GPT2ForSequenceClassification(
-            cfg, attn_implementation="sdpa").train()
+            cfg, attn_implementation="sdpa"
+        ).train()
     except TypeError:  # older transformers take it on the config only
         cfg._attn_implementation = "sdpa"
         return transformers.GPT2ForSequenceClassification(cfg).train()
@@ -70,9 +81,13 @@ def rcutil_twin(ref, settings: dict, layers: int, vocab: torch.Tensor | None):
     kept."""
     from rcutil.gpt2 import GPT2Config, from_hf_state_dict
 
-    config = GPT2Config(n_layer=layers, n_head=settings["n_head"],
-                        d_model=settings["d_model"], d_ff=settings["d_ff"],
-                        vocab_size=ref.config.vocab_size)
+    config = GPT2Config(
+        n_layer=layers,
+        n_head=settings["n_head"],
+        d_model=settings["d_model"],
+        d_ff=settings["d_ff"],
+        vocab_size=ref.config.vocab_size,
+    )
     state = ref.transformer.state_dict()
     ours = from_hf_state_dict(state, layers, config=config).train()
     with torch.no_grad():
@@ -89,8 +104,9 @@ def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
     lr = settings["lr_grid"]["scratch"]["w"][0]
     opt, sched = sst2.make_optimizer(model, settings, lr)
     if not hf:
-        return lambda: sst2.train_step(model, opt, sched, tokens, lengths, labels,
-                                       grad_clip=settings["grad_clip"])
+        return lambda: sst2.train_step(
+            model, opt, sched, tokens, lengths, labels, grad_clip=settings["grad_clip"]
+        )
 
     def step():
         loss = model(input_ids=tokens, labels=labels).loss
@@ -116,7 +132,7 @@ def typical_batch(data: dict, settings: dict):
     padded = torch.stack([lengths[b].max() for b in epoch]).float()
     rows = epoch[int((padded - padded.mean()).abs().argmin())]
     tokens, lengths, labels = (t[rows] for t in data["train"])
-    return tokens[:, :int(lengths.max())], lengths, labels
+    return tokens[:, : int(lengths.max())], lengths, labels
 
 
 def profile_batch(profile: str):
@@ -143,14 +159,19 @@ def ensemble_steps(settings: dict, data: dict, batch, layers: int, k: int) -> di
 
     tokens, lengths, labels = batch
     lr, clip = settings["lr_grid"]["scratch"]["w"][0], settings["grad_clip"]
-    models = [sst2_train.make_model(settings, "scratch", layers, True, seed,
-                                    data["vocabulary"]) for seed in range(k)]
+    models = [
+        sst2_train.make_model(
+            settings, "scratch", layers, True, seed, data["vocabulary"]
+        )
+        for seed in range(k)
+    ]
     one = [sst2_train.make_optimizer(m, settings, lr) for m in models]
 
     def one_by_one():
         for m, (opt, sched) in zip(models, one):
-            sst2_train.train_step(m, opt, sched, tokens, lengths, labels,
-                                  grad_clip=clip)
+            sst2_train.train_step(
+                m, opt, sched, tokens, lengths, labels, grad_clip=clip
+            )
 
     params, buffers = stack_module_state(models)
     params = {n: p.detach().requires_grad_() for n, p in params.items()}
@@ -161,7 +182,7 @@ def ensemble_steps(settings: dict, data: dict, batch, layers: int, k: int) -> di
         return F.cross_entropy(functional_call(base, (p, b), (tokens, lengths)), labels)
 
     def stacked():
-        with sdpa_kernel(SDPBackend.MATH):   # the fused kernels have no batching rule
+        with sdpa_kernel(SDPBackend.MATH):  # the fused kernels have no batching rule
             total = vmap(loss)(params, buffers).sum()
         opt.zero_grad(set_to_none=True)
         total.backward()
@@ -181,22 +202,31 @@ def ensemble(args) -> int:
     depth."""
     settings, data, batch = profile_batch(args.profile)
     k = args.ensemble
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); profile "
-          f"{args.profile}: d={settings['d_model']}, batch {tuple(batch[0].shape)}; "
-          f"{k} models")
-    print(f"{'L':>3}  {'one by one ms':>14}{'stacked ms':>12}{'ratio':>8}"
-          f"   (per model-step)")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); profile "
+        f"{args.profile}: d={settings['d_model']}, batch {tuple(batch[0].shape)}; "
+        f"{k} models"
+    )
+    print(
+        f"{'L':>3}  {'one by one ms':>14}{'stacked ms':>12}{'ratio':>8}"
+        f"   (per model-step)"
+    )
     clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
     for layers in [args.layers] if args.layers else settings["layers"]:
-        med = timed(ensemble_steps(settings, data, batch, layers, k),
-                    repeats=args.repeats, steps=args.steps, clock=clock)
+        med = timed(
+            ensemble_steps(settings, data, batch, layers, k),
+            repeats=args.repeats,
+            steps=args.steps,
+            clock=clock,
+        )
         one, stacked = 1e3 * med["one"] / k, 1e3 * med["stacked"] / k
         print(f"{layers:>3}  {one:>14.1f}{stacked:>12.1f}{stacked / one:>8.2f}")
     return 0
 
 
-def timed(fns: dict, *, repeats: int, steps: int,
-          clock=time.perf_counter) -> dict[str, float]:
+def timed(
+    fns: dict, *, repeats: int, steps: int, clock=time.perf_counter
+) -> dict[str, float]:
     """Median seconds per step of each function, timed in alternating rounds after a
     warm-up."""
     for fn in fns.values():
@@ -220,8 +250,13 @@ def main(argv=None) -> int:
     add("--threads", type=int, default=1, help="torch threads (default 1, as the book)")
     add("--repeats", type=int, default=7, help="alternating rounds (default 7)")
     add("--steps", type=int, default=5, help="steps per round (default 5)")
-    add("--ensemble", type=int, default=0, metavar="K",
-        help="time K models stepped as one (vmap) against one by one")
+    add(
+        "--ensemble",
+        type=int,
+        default=0,
+        metavar="K",
+        help="time K models stepped as one (vmap) against one by one",
+    )
     args = parser.parse_args(argv)
     if args.ensemble:
         torch.set_num_threads(args.threads)
@@ -229,10 +264,12 @@ def main(argv=None) -> int:
     try:
         import transformers
     except ImportError:
-        print("transformers is not installed: this benchmark compares against Hugging "
-              "Face's GPT2ForSequenceClassification. Install it with `pip install "
-              "transformers` (or `pip install -e .[bench]`) and run again. Nothing was "
-              "timed.")
+        print(
+            "transformers is not installed: this benchmark compares against Hugging "
+            "Face's GPT2ForSequenceClassification. Install it with `pip install "
+            "transformers` (or `pip install -e .[bench]`) and run again. Nothing was "
+            "timed."
+        )
         return 0
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(args.threads)
@@ -241,15 +278,19 @@ def main(argv=None) -> int:
     settings, data, (tokens, lengths, labels) = profile_batch(args.profile)
     vocab = data["vocabulary"]
     assert vocab[-1] == EOS_ID  # the pad id is the last row of the trimmed vocabulary
-    full_tokens = vocab[tokens]   # the same batch in GPT-2's own ids
+    full_tokens = vocab[tokens]  # the same batch in GPT-2's own ids
     clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"{torch.get_num_threads()} thread(s); profile {args.profile}: "
-          f"d={settings['d_model']}, batch {tuple(tokens.shape)} (the training batch "
-          f"of mean padded length), vocabulary {len(vocab):,} of 50,257 ids; clock: "
-          f"{'process CPU time' if clock is time.process_time else 'wall time'}")
-    print("The machine may be shared: absolute times vary; the alternating rounds keep "
-          "the ratios fair.")
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{torch.get_num_threads()} thread(s); profile {args.profile}: "
+        f"d={settings['d_model']}, batch {tuple(tokens.shape)} (the training batch "
+        f"of mean padded length), vocabulary {len(vocab):,} of 50,257 ids; clock: "
+        f"{'process CPU time' if clock is time.process_time else 'wall time'}"
+    )
+    print(
+        "The machine may be shared: absolute times vary; the alternating rounds keep "
+        "the ratios fair."
+    )
     print(f"{'L':>3}  {'comparison':<44}{'rcutil ms':>11}{'HF ms':>9}{'ratio':>8}")
     totals = {"rcutil": 0.0, "hf_full": 0.0, "rcutil_eq": 0.0, "hf_eq": 0.0}
     for layers in [args.layers] if args.layers else settings["layers"]:
@@ -258,35 +299,47 @@ def main(argv=None) -> int:
         ours = rcutil_twin(hf_full, settings, layers, vocab)
         ours_eq = rcutil_twin(hf_trim, settings, layers, None)
         with torch.no_grad():  # same weights, same function
-            torch.testing.assert_close(ours(tokens, lengths),
-                                       hf_full(input_ids=full_tokens).logits,
-                                       rtol=1e-4, atol=1e-5)
-            torch.testing.assert_close(ours_eq(tokens, lengths),
-                                       hf_trim(input_ids=tokens).logits,
-                                       rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(
+                ours(tokens, lengths),
+                hf_full(input_ids=full_tokens).logits,
+                rtol=1e-4,
+                atol=1e-5,
+            )
+            torch.testing.assert_close(
+                ours_eq(tokens, lengths),
+                hf_trim(input_ids=tokens).logits,
+                rtol=1e-4,
+                atol=1e-5,
+            )
         batch = (lengths, labels)
-        fns = {"rcutil": step_fn(ours, settings, tokens, *batch, hf=False),
-               "hf_full": step_fn(hf_full, settings, full_tokens, *batch, hf=True),
-               "rcutil_eq": step_fn(ours_eq, settings, tokens, *batch, hf=False),
-               "hf_eq": step_fn(hf_trim, settings, tokens, *batch, hf=True)}
+        fns = {
+            "rcutil": step_fn(ours, settings, tokens, *batch, hf=False),
+            "hf_full": step_fn(hf_full, settings, full_tokens, *batch, hf=True),
+            "rcutil_eq": step_fn(ours_eq, settings, tokens, *batch, hf=False),
+            "hf_eq": step_fn(hf_trim, settings, tokens, *batch, hf=True),
+        }
         med = timed(fns, repeats=args.repeats, steps=args.steps, clock=clock)
         for k in totals:
             totals[k] += med[k]
         _rows(layers, med)
     if not args.layers:
         _rows("all", totals)
-        print("'all': one step of each depth, the mix of the experiment's training "
-              "(every depth trains the same number of steps)")
-    print("targets: SST-2 step against HF with the full vocabulary <= 0.60; equal "
-          "vocabulary <= 0.85")
+        print(
+            "'all': one step of each depth, the mix of the experiment's training "
+            "(every depth trains the same number of steps)"
+        )
+    print(
+        "targets: SST-2 step against HF with the full vocabulary <= 0.60; equal "
+        "vocabulary <= 0.85"
+    )
     return 0
 
 
 def _rows(layers, med: dict) -> None:
-    for name, a, b in (("SST-2 step (trimmed) vs HF full vocabulary", med["rcutil"],
-                        med["hf_full"]),
-                       ("equal vocabulary (trimmed on both sides)", med["rcutil_eq"],
-                        med["hf_eq"])):
+    for name, a, b in (
+        ("SST-2 step (trimmed) vs HF full vocabulary", med["rcutil"], med["hf_full"]),
+        ("equal vocabulary (trimmed on both sides)", med["rcutil_eq"], med["hf_eq"]),
+    ):
         print(f"{layers!s:>3}  {name:<44}{1e3 * a:>11.1f}{1e3 * b:>9.1f}{a / b:>8.2f}")
 
 

@@ -23,6 +23,7 @@ batched code happens to execute. The peak is the best float64 ``torch.mm`` rate 
 square matrices of ``--peak-size`` on the same threads. The script also times one
 Lanczos step of the sharpness estimate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,10 +45,17 @@ def model_flops(settings: dict, d: int = 14, d_out: int = 1) -> int:
     them the products of the backward pass that lead to the weights (two where both
     factors depend on them, one where a factor is the data ``X``)."""
     n, k, f, o = settings["n"], settings["d_qk"], settings["d_F"], d_out
-    forward = 2 * (2 * n * d * k + n * n * k + n * d * d + n * n * d + 2 * n * d * f
-                   + n * d * o)
-    backward = 2 * (2 * n * d * o + 4 * n * f * d + 2 * n * n * d + n * d * d
-                    + 2 * n * n * k + 2 * n * d * k)
+    forward = 2 * (
+        2 * n * d * k + n * n * k + n * d * d + n * n * d + 2 * n * d * f + n * d * o
+    )
+    backward = 2 * (
+        2 * n * d * o
+        + 4 * n * f * d
+        + 2 * n * n * d
+        + n * d * d
+        + 2 * n * n * k
+        + 2 * n * d * k
+    )
     models = len(settings["betas"]) * len(settings["seeds"])
     return (forward + backward) * settings["n_windows"] * models
 
@@ -75,15 +83,19 @@ def matmul_peak(size: int, repeats: int = 5) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=PROFILES, default="book")
-    parser.add_argument("--windows", type=int, default=None,
-                        help="N, default the profile's")
-    parser.add_argument("--seeds", type=int, default=None,
-                        help="seeds per beta, default the profile's")
-    parser.add_argument("--steps", type=int, default=10,
-                        help="timed GD steps per variant")
+    parser.add_argument(
+        "--windows", type=int, default=None, help="N, default the profile's"
+    )
+    parser.add_argument(
+        "--seeds", type=int, default=None, help="seeds per beta, default the profile's"
+    )
+    parser.add_argument(
+        "--steps", type=int, default=10, help="timed GD steps per variant"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timings per variant")
-    parser.add_argument("--peak-size", type=int, default=1024,
-                        help="matrix size of the peak")
+    parser.add_argument(
+        "--peak-size", type=int, default=1024, help="matrix size of the peak"
+    )
     args = parser.parse_args(argv)
     settings = settings_for(jena.SETTINGS, args.profile)
     if args.windows:
@@ -95,7 +107,7 @@ def main(argv=None) -> int:
     X = torch.randn(*shape, 14, generator=gen, dtype=torch.float64)
     Y = torch.randn(*shape, 1, generator=gen, dtype=torch.float64)
     stack = jena.models(settings)
-    B, mu = len(stack.beta), 1e-6   # any small step: only the time is measured
+    B, mu = len(stack.beta), 1e-6  # any small step: only the time is measured
 
     def batched():
         batched_gradient_descent(stack, X, Y, mu=mu, steps=args.steps)
@@ -109,27 +121,34 @@ def main(argv=None) -> int:
     with jena.torch_threads(settings["threads"]):
         threads = torch.get_num_threads()
         peak = matmul_peak(args.peak_size)
-        per_step = {name: cpu_seconds(fn, args.repeats) / (args.steps + 1)
-                    for name, fn in (("batched", batched), ("loop", loop))}
+        per_step = {
+            name: cpu_seconds(fn, args.repeats) / (args.steps + 1)
+            for name, fn in (("batched", batched), ("loop", loop))
+        }
         lanczos = cpu_seconds(lambda: jena.sharpness(stack, X, Y, iterations=4), 2) / 4
         peak = max(peak, matmul_peak(args.peak_size))
     flops = model_flops(settings)
     rate = flops / per_step["batched"]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"profile {args.profile}: {B} models (betas {list(settings['betas'])} x "
-          f"{len(settings['seeds'])} seeds), X of shape {tuple(X.shape)}, float64, "
-          f"{threads} torch thread(s), load average {load:.2f}; CPU seconds")
+    print(
+        f"profile {args.profile}: {B} models (betas {list(settings['betas'])} x "
+        f"{len(settings['seeds'])} seeds), X of shape {tuple(X.shape)}, float64, "
+        f"{threads} torch thread(s), load average {load:.2f}; CPU seconds"
+    )
     batched_ms, loop_ms = per_step["batched"] * 1e3, per_step["loop"] * 1e3
     print(f"  batched (closed form)    : {batched_ms:9.2f} ms per step of all")
     print(f"  loop over {B:3d} models     : {loop_ms:9.2f} ms per step of all")
     print(f"  speed-up of the batched  : {loop_ms / batched_ms:9.2f} x")
     print(f"  model FLOPs of one step  : {flops / 1e9:9.3f} GFLOP")
     print(f"  batched rate             : {rate / 1e9:9.2f} GFLOP/s")
-    print(f"  float64 matmul peak      : {peak / 1e9:9.2f} GFLOP/s "
-          f"({args.peak_size}^2)")
+    print(
+        f"  float64 matmul peak      : {peak / 1e9:9.2f} GFLOP/s ({args.peak_size}^2)"
+    )
     print(f"  share of the peak        : {rate / peak:9.1%}")
-    print(f"  Lanczos step             : {lanczos * 1e3:9.2f} ms "
-          f"(one Hessian-vector product)")
+    print(
+        f"  Lanczos step             : {lanczos * 1e3:9.2f} ms "
+        f"(one Hessian-vector product)"
+    )
     return 0
 
 

@@ -106,15 +106,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load = os.getloadavg()[0]
         print(f"load average {load:.2f}; site {args.site}, served with gzip")
-        print(f"{'page':<18}{'preset':<9}" + "".join(f"{c[:4]:>6}" for c in CATEGORIES)
-              + f"{'LCP':>9}{'kB':>7}")
+        print(
+            f"{'page':<18}{'preset':<9}"
+            + "".join(f"{c[:4]:>6}" for c in CATEGORIES)
+            + f"{'LCP':>9}{'kB':>7}"
+        )
         with tempfile.TemporaryDirectory() as tmp:
             for page in PAGES:
                 for preset in args.presets:
                     s = lighthouse(root + page, preset, Path(tmp) / "report.json")
-                    print(f"{page:<18}{preset:<9}"
-                          + "".join(f"{s[c]:>6}" for c in CATEGORIES)
-                          + f"{s['LCP']:>9}{s['kB']:>7}")
+                    print(
+                        f"{page:<18}{preset:<9}"
+                        + "".join(f"{s[c]:>6}" for c in CATEGORIES)
+                        + f"{s['LCP']:>9}{s['kB']:>7}"
+                    )
     finally:
         server.shutdown()
     return 0

@@ -18,6 +18,7 @@ download), and, when ``--fixture`` names the 154-row excerpt, copies it beside, 
 
 The tests write their Jena files with :func:`synthetic_series` and :func:`write_csv`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,16 @@ from rcutil import data, jena_data
 from rcutil.jena_data import FEATURES, HEADER, N_ROWS, SENTINEL, STEP, WIND_COLUMNS
 
 
-def synthetic_series(rows: int = N_ROWS, *, seed: int = 0, start="2009-01-01T00:10:00",
-                     gaps: int = 0, duplicates: int = 0, swaps: int = 0,
-                     sentinels: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_series(
+    rows: int = N_ROWS,
+    *,
+    seed: int = 0,
+    start="2009-01-01T00:10:00",
+    gaps: int = 0,
+    duplicates: int = 0,
+    swaps: int = 0,
+    sentinels: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """A physically consistent stand-in for the Jena series, for tests and timing.
 
     ``rows`` rows of ten-minute data from ``start``: temperature with a yearly and a
@@ -67,19 +75,24 @@ def synthetic_series(rows: int = N_ROWS, *, seed: int = 0, start="2009-01-01T00:
         noise = rng.normal(scale=std * np.sqrt(1 - a * a), size=n)
         out = np.empty(n)
         out[0] = rng.normal(scale=std)
-        for k in range(0, n, 256):       # a recurrence, vectorised in short blocks
-            block = noise[k:k + 256]
+        for k in range(0, n, 256):  # a recurrence, vectorised in short blocks
+            block = noise[k : k + 256]
             powers = a ** np.arange(1, len(block) + 1)
             prev = out[k - 1] if k else out[0] / a
-            out[k:k + len(block)] = powers * (prev + np.cumsum(block / powers))
+            out[k : k + len(block)] = powers * (prev + np.cumsum(block / powers))
         return out
 
     day = hours / 24.0
-    T = (9.4 - 8.5 * np.cos(2 * np.pi * (day - 15) / 365.25)
-         - 3.5 * np.cos(2 * np.pi * (hours - 3) / 24.0) + weather(3.5, 48))
+    T = (
+        9.4
+        - 8.5 * np.cos(2 * np.pi * (day - 15) / 365.25)
+        - 3.5 * np.cos(2 * np.pi * (hours - 3) / 24.0)
+        + weather(3.5, 48)
+    )
     p = 989.0 + weather(8.0, 60)
-    rh = np.clip(76 + 12 * np.cos(2 * np.pi * (hours - 3) / 24.0) + weather(10.0, 12),
-                 13, 100)
+    rh = np.clip(
+        76 + 12 * np.cos(2 * np.pi * (hours - 3) / 24.0) + weather(10.0, 12), 13, 100
+    )
     VPmax = 6.1078 * np.exp(17.27 * T / (T + 237.3))
     VPact = rh / 100 * VPmax
     VPdef = VPmax - VPact
@@ -107,8 +120,9 @@ def synthetic_series(rows: int = N_ROWS, *, seed: int = 0, start="2009-01-01T00:
     return grid, values
 
 
-def write_csv(path, times: np.ndarray, values: np.ndarray, *,
-              newline: str = "\n") -> Path:
+def write_csv(
+    path, times: np.ndarray, values: np.ndarray, *, newline: str = "\n"
+) -> Path:
     """Write rows in the exact format of ``jena_climate_2009_2016.csv`` (quoted header,
     dates ``%d.%m.%Y %H:%M:%S``, two decimals), atomically."""
     path = Path(path)
@@ -130,23 +144,32 @@ def write_csv(path, times: np.ndarray, values: np.ndarray, *,
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True,
-                        help="data folder to write into")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="data folder to write into"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--fixture", type=Path, default=None,
-                        help="the 154-row excerpt, copied beside the synthetic file")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="timed reads (best kept)")
+    parser.add_argument(
+        "--fixture",
+        type=Path,
+        default=None,
+        help="the 154-row excerpt, copied beside the synthetic file",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed reads (best kept)"
+    )
     args = parser.parse_args(argv)
     path = args.out / jena_data.FULL_FILE
     start = time.perf_counter()
     # 420,768 ten-minute steps in 2009-2016: 219 missing, 2 repeated, as many rows as
     # the real file
-    times, values = synthetic_series(N_ROWS, seed=args.seed, gaps=219, duplicates=2,
-                                     swaps=1, sentinels=3)
+    times, values = synthetic_series(
+        N_ROWS, seed=args.seed, gaps=219, duplicates=2, swaps=1, sentinels=3
+    )
     write_csv(path, times, values)
-    print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB, {len(times):,} rows) "
-          f"in {time.perf_counter() - start:.1f} s")
+    print(
+        f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB, {len(times):,} rows) "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
     if args.fixture is not None:
         dest = args.out / jena_data.FIXTURE_FILE
         shutil.copyfile(args.fixture, dest)
@@ -157,10 +180,12 @@ def main(argv=None) -> int:
         table = jena_data.read_csv(path)
         cleaned, report = jena_data.clean(table)
         best = min(best, time.perf_counter() - t0)
-    print(f"read and checked (header, fields, dates, numbers, physical ranges), then "
-          f"cleaned: {best:.2f} s (best of {args.repeats})")
+    print(
+        f"read and checked (header, fields, dates, numbers, physical ranges), then "
+        f"cleaned: {best:.2f} s (best of {args.repeats})"
+    )
     print(f"cleaning report: {report}")
-    jena_data.check_structure(path)          # what a download is checked by, then
+    jena_data.check_structure(path)  # what a download is checked by, then
     record = path.with_name(path.name + ".sha256")
     record.write_text(f"{data.sha256sum(path)}  {path.name}\n")
     print(f"recorded its sha256 in {record}: later runs check that, not the structure")

@@ -4,6 +4,7 @@ residual connections (Qin, Zhou, Jiang & Zhu, arXiv:2506.05249).
 Thread policy (see :mod:`rcutil.threads`): OpenBLAS (numpy) is limited to one thread
 before numpy is first imported; torch follows ``$RCUTIL_TORCH_THREADS`` when it is set.
 """
+
 import os
 import signal
 import sys
@@ -48,7 +49,17 @@ from .model import Transformer, attention, block, ffn, squared_loss  # noqa: E40
 from .profiles import PROFILES, active_profile, settings_for  # noqa: E402
 from .train import History, TrainingDiverged, gradient_descent  # noqa: E402
 
-__all__ = ["PROFILES", "active_profile", "settings_for", "Transformer", "attention",
-           "block", "ffn", "squared_loss", "History", "TrainingDiverged",
-           "gradient_descent"]
+__all__ = [
+    "PROFILES",
+    "active_profile",
+    "settings_for",
+    "Transformer",
+    "attention",
+    "block",
+    "ffn",
+    "squared_loss",
+    "History",
+    "TrainingDiverged",
+    "gradient_descent",
+]
 __version__ = "0.1.0"

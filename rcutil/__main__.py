@@ -1,14 +1,15 @@
 """``python -m rcutil <experiment> --profile P --out DIR``: run one experiment.
 
-Computes the result (or takes it from the results store, :mod:`rcutil.results`) and writes
-``DIR/<experiment>.json``: settings, profile, device, library versions, the result, and the
-sha256 of the content; the chapter of the experiment draws its figures from the same stored
-result. Everything a user can get wrong (the profile, the device and whether torch can
-compute on it, the output folder, its free space and whether the result file can be
-replaced, the data files) is checked before the run starts; an error is one line on stderr
-and a non-zero exit (``--debug`` shows the traceback), and Ctrl-C exits with 130 and one line
-(see :func:`rcutil._exit_on_interrupt`).
+Computes the result (or takes it from the results store, :mod:`rcutil.results`) and
+writes ``DIR/<experiment>.json``: settings, profile, device, library versions, the
+result, and the sha256 of the content; the chapter of the experiment draws its figures
+from the same stored result. Everything a user can get wrong (the profile, the device
+and whether torch can compute on it, the output folder, its free space and whether the
+result file can be replaced, the data files) is checked before the run starts; an error
+is one line on stderr and a non-zero exit (``--debug`` shows the traceback), and Ctrl-C
+exits with 130 and one line (see :func:`rcutil._exit_on_interrupt`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,9 @@ def check_replaceable(target: Path) -> None:
     so ``target`` itself is never touched. Without hard links nothing can be told."""
     if not target.is_file() or target.is_symlink():
         return
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                               suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
+    )
     os.close(fd)
     link = Path(f"{tmp}.link")
     try:
@@ -61,7 +63,8 @@ def check_replaceable(target: Path) -> None:
             raise ValueError(
                 f"--out {target.parent} holds {target.name}, which cannot be replaced "
                 f"({exc.strerror}; immutable? see lsattr {target}): make it writable "
-                f"(chattr -i) or choose another --out") from None
+                f"(chattr -i) or choose another --out"
+            ) from None
     finally:
         for path in (tmp, link):
             Path(path).unlink(missing_ok=True)
@@ -76,12 +79,15 @@ def check_space(out: Path, need: int | None = None) -> None:
         raise ValueError(
             f"--out {out} has {free / 2**20:.1f} MiB free, a run needs at least "
             f"{need / 2**20:.0f} MiB for its result and figures: free some space or "
-            f"choose another --out")
+            f"choose another --out"
+        )
 
 
 def _unwritable(out: Path, exc: OSError) -> ValueError:
-    return ValueError(f"--out {out} is not a folder this user can write to "
-                      f"({exc.strerror}): choose another --out")
+    return ValueError(
+        f"--out {out} is not a folder this user can write to "
+        f"({exc.strerror}): choose another --out"
+    )
 
 
 def check_out(text: str, json_name: str) -> Path:
@@ -89,18 +95,22 @@ def check_out(text: str, json_name: str) -> Path:
     can write to (created when missing), with room for the result, and whose result
     file ``<json_name>.json`` can be replaced."""
     if not text.strip():
-        raise ValueError("--out is empty: name a folder for the results, e.g. "
-                         "--out out")
+        raise ValueError(
+            "--out is empty: name a folder for the results, e.g. --out out"
+        )
     out = Path(text)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a folder: choose a folder "
-                         f"for the results")
+        raise ValueError(
+            f"--out {out} is a file, not a folder: choose a folder for the results"
+        )
     created = [p for p in (out, *out.parents) if not p.exists() and not p.is_symlink()]
     try:
         out.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file or a broken link on the way
-        raise ValueError(f"--out {out} cannot be made a folder ({_culprit(out)}): "
-                         f"choose another --out") from None
+        raise ValueError(
+            f"--out {out} cannot be made a folder ({_culprit(out)}): "
+            f"choose another --out"
+        ) from None
     except OSError as exc:
         raise _unwritable(out, exc) from None
     try:
@@ -111,8 +121,10 @@ def check_out(text: str, json_name: str) -> Path:
             raise _unwritable(out, exc) from None
         target = out / f"{json_name}.json"
         if target.is_dir():
-            raise ValueError(f"--out {out} holds a folder {target.name}, where the "
-                             f"result file goes: remove it or choose another --out")
+            raise ValueError(
+                f"--out {out} holds a folder {target.name}, where the "
+                f"result file goes: remove it or choose another --out"
+            )
         check_space(out)
         check_replaceable(target)
     except BaseException:
@@ -132,15 +144,20 @@ def check_usable(device) -> None:
         float((torch.ones(2, device=device) * 2).sum().item())
     except (RuntimeError, NotImplementedError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-        raise ValueError(f"device {str(device)!r} cannot run a computation ({first}): "
-                         f"use cpu, or a device this torch build supports") from None
+        raise ValueError(
+            f"device {str(device)!r} cannot run a computation ({first}): "
+            f"use cpu, or a device this torch build supports"
+        ) from None
 
 
 def write_error(what: str, exc: OSError) -> OSError:
     """An ``OSError`` at write time, as one line naming the file and the fix."""
     where = exc.filename or what
-    fix = ("free some space there or choose another --out"
-           if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "choose another --out")
+    fix = (
+        "free some space there or choose another --out"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        else "choose another --out"
+    )
     return OSError(f"cannot write {where} ({exc.strerror or exc}): {fix}")
 
 
@@ -190,8 +207,13 @@ def run(args: argparse.Namespace) -> int:
         for rel in module.data_files(settings):
             find(rel, progress=not args.no_progress)
     start = time.perf_counter()
-    stored = results.store(module, profile, device=args.device,
-                           progress=not args.no_progress, refresh=args.fresh)
+    stored = results.store(
+        module,
+        profile,
+        device=args.device,
+        progress=not args.no_progress,
+        refresh=args.fresh,
+    )
     seconds = time.perf_counter() - start
     target = out / f"{entry.stem}.json"
     with interrupts_raise():
@@ -201,28 +223,42 @@ def run(args: argparse.Namespace) -> int:
             raise write_error(str(target), exc) from exc
     print(f"wrote {path} ({seconds:.1f} s, profile {profile}; stored as {stored})")
     device = "" if args.device == "cpu" else f" RCUTIL_DEVICE={args.device}"
-    print(f"its figures: the chapter book/{entry.stem}.md draws them from the stored "
-          f"result (make chapter NAME={entry.stem} PROFILE={profile}{device})")
+    print(
+        f"its figures: the chapter book/{entry.stem}.md draws them from the stored "
+        f"result (make chapter NAME={entry.stem} PROFILE={profile}{device})"
+    )
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("experiment", choices=experiments.available())
-    parser.add_argument("--profile", choices=PROFILES, default=None,
-                        help="run profile (default: $RCUTIL_PROFILE, else ci)")
+    parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help="run profile (default: $RCUTIL_PROFILE, else ci)",
+    )
     parser.add_argument("--out", default="out", help="output folder (default: out)")
-    parser.add_argument("--device", default="cpu",
-                        help="torch device, e.g. cuda (default: cpu)")
+    parser.add_argument(
+        "--device", default="cpu", help="torch device, e.g. cuda (default: cpu)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    parser.add_argument("--fresh", action="store_true",
-                        help="compute again even when the results store holds the result")
-    parser.add_argument("--estimate", action="store_true",
-                        help="time a few steps on the device, print the projected time "
-                             "and peak memory of the whole run, and exit without "
-                             "running it")
-    parser.add_argument("--debug", action="store_true",
-                        help="show the traceback of an error")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="compute again even when the results store holds the result",
+    )
+    parser.add_argument(
+        "--estimate",
+        action="store_true",
+        help="time a few steps on the device, print the projected time "
+        "and peak memory of the whole run, and exit without "
+        "running it",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error"
+    )
     return parser
 
 

@@ -1,21 +1,24 @@
-"""The PL + smoothness certificate of Theorem 1 and its L-layer form, chapter :ref:`convergence`.
+"""The PL + smoothness certificate of Theorem 1 and its L-layer form, chapter
+:ref:`convergence`.
 
-For an instance (a :class:`~rcutil.model.Transformer` at ``theta_0``, inputs ``X``, targets
-``Y``) and a radius ``r`` it computes, on the Euclidean ball ``B_r`` around ``theta_0``:
+For an instance (a :class:`~rcutil.model.Transformer` at ``theta_0``, inputs ``X``,
+targets ``Y``) and a radius ``r`` it computes, on the Euclidean ball ``B_r`` around
+``theta_0``:
 
 * ``s0 = sigma_{Nn}(H_0)`` and ``S0 = ||H_0||_2`` of the stacked ``(N n) x d`` features
   ``H_0`` that enter ``W_U`` (needs the width ``d >= N n``), eq. ``conv-s0``;
-* ``G_H``, ``K_H``: bounds on the first and second derivatives of ``theta -> H`` on the ball,
-  composed from the rules of :mod:`rcutil.bounds` (eq. ``conv-GH``);
-* the PL constant ``alpha = (s0 - G_H r)^2`` (eq. ``conv-alpha``), the smoothness constant
-  ``C`` (eq. ``lip-smooth``), the step ``mu = 1/C`` and the stay-in-the-ball condition
-  ``2 sqrt(2 Phi_0 / alpha) + mu G sqrt(2 Phi_0) <= r`` (eq. ``conv-ball``).
+* ``G_H``, ``K_H``: bounds on the first and second derivatives of ``theta -> H`` on the
+  ball, composed from the rules of :mod:`rcutil.bounds` (eq. ``conv-GH``);
+* the PL constant ``alpha = (s0 - G_H r)^2`` (eq. ``conv-alpha``), the smoothness
+  constant ``C`` (eq. ``lip-smooth``), the step ``mu = 1/C`` and the stay-in-the-ball
+  condition ``2 sqrt(2 Phi_0 / alpha) + mu G sqrt(2 Phi_0) <= r`` (eq. ``conv-ball``).
 
 All bounds are evaluated numerically from the actual weights at ``theta_0``; they are
-rigorous for any depth (they do not need a closed form). The rules assume the book's model:
-:func:`check_certifiable` refuses any other (another activation, ``beta`` outside ``[0, 1]``,
-another layout) with a ``ValueError`` that names the reason.
+rigorous for any depth (they do not need a closed form). The rules assume the book's
+model: :func:`check_certifiable` refuses any other (another activation, ``beta`` outside
+``[0, 1]``, another layout) with a ``ValueError`` that names the reason.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,21 +38,21 @@ class Certificate:
     """Every constant of Theorem 1 for one instance and one radius ``r``."""
 
     r: float
-    s0: float          #: sigma_{Nn}(H_0)
-    S0: float          #: ||H_0||_2
-    phi0: float        #: Phi(theta_0)
-    G_H: float         #: Lipschitz constant of theta -> H on B_r
-    K_H: float         #: second-derivative bound of theta -> H on B_r
-    H_max: float       #: sup of ||H||_2 on B_r
-    R_U: float         #: ||W_U^0||_2 + r
-    lam: float         #: s0 - G_H r, lower bound of sigma_{Nn}(H) on B_r
-    alpha: float       #: PL constant lam^2
-    G: float           #: Lipschitz constant of theta -> F on B_r
-    K: float           #: second-derivative bound of theta -> F on B_r
-    C: float           #: smoothness constant of Phi on B_r
-    mu: float          #: step size used in the ball condition
+    s0: float  #: sigma_{Nn}(H_0)
+    S0: float  #: ||H_0||_2
+    phi0: float  #: Phi(theta_0)
+    G_H: float  #: Lipschitz constant of theta -> H on B_r
+    K_H: float  #: second-derivative bound of theta -> H on B_r
+    H_max: float  #: sup of ||H||_2 on B_r
+    R_U: float  #: ||W_U^0||_2 + r
+    lam: float  #: s0 - G_H r, lower bound of sigma_{Nn}(H) on B_r
+    alpha: float  #: PL constant lam^2
+    G: float  #: Lipschitz constant of theta -> F on B_r
+    K: float  #: second-derivative bound of theta -> F on B_r
+    C: float  #: smoothness constant of Phi on B_r
+    mu: float  #: step size used in the ball condition
     path_bound: float  #: 2 sqrt(2 Phi_0 / alpha) + mu G sqrt(2 Phi_0)
-    holds: bool        #: mu <= 1/C and path_bound <= r (a finite path bound needs lam > 0)
+    holds: bool  #: mu <= 1/C and path_bound <= r (a finite path bound needs lam > 0)
     kappa_inv_sq: float  #: (s0 / S0)^2 (0 when H_0 = 0), which alpha / C never exceeds
 
     @property
@@ -62,30 +65,51 @@ class Certificate:
 
 
 def check_certifiable(model) -> None:
-    """Raise ``ValueError`` naming the reason unless the rules of :mod:`rcutil.bounds` cover ``model``.
+    """Raise ``ValueError`` naming the reason unless the rules of :mod:`rcutil.bounds`
+    cover ``model``.
 
-    They cover a :class:`~rcutil.model.Transformer` as built (blocks of eqs. ``model-z`` and
-    ``model-block`` in the order ``W_Q, W_K, W_V, W_1, W_2``, then ``F = H W_U``), with an
-    activation whose bounds are known (:mod:`rcutil.activations`) and a constant residual
-    strength ``beta`` in ``[0, 1]``, the range of the
-    paper's variant for which the book states its theorems.
+    They cover a :class:`~rcutil.model.Transformer` as built (blocks of eqs. ``model-z``
+    and ``model-block`` in the order ``W_Q, W_K, W_V, W_1, W_2``, then ``F = H W_U``),
+    with an activation whose bounds are known (:mod:`rcutil.activations`) and a constant
+    residual strength ``beta`` in ``[0, 1]``, the range of the paper's variant for which
+    the book states its theorems.
     """
-    if not isinstance(model, Transformer) or type(model).forward is not Transformer.forward:
-        raise ValueError(f"the certificate covers rcutil.model.Transformer only (blocks, then W_U), "
-                         f"got {type(model).__name__}: build the model with rcutil.model.Transformer")
+    if (
+        not isinstance(model, Transformer)
+        or type(model).forward is not Transformer.forward
+    ):
+        raise ValueError(
+            f"the certificate covers rcutil.model.Transformer only (blocks, then W_U), "
+            f"got {type(model).__name__}: build the model with rcutil.model.Transformer"
+        )
     act = model.activation
     if not act.certifiable:
-        raise ValueError(f"the certificate's rules need the bounds sup|sigma'|, sup|sigma''| and "
-                         f"sup|sigma| of the activation, which {act.name!r} lacks: build the model "
-                         f"with an activation of rcutil.activations.ACTIVATIONS, such as 'tanh'")
+        raise ValueError(
+            f"the certificate's rules need the bounds sup|sigma'|, sup|sigma''| and "
+            f"sup|sigma| of the activation, which {act.name!r} lacks: build the model "
+            f"with an activation of rcutil.activations.ACTIVATIONS, such as 'tanh'"
+        )
     beta = model.beta
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 <= beta <= 1:
-        raise ValueError(f"the certificate covers a constant residual strength beta in [0, 1], "
-                         f"got beta = {beta!r}: build the model with such a beta")
-    names = [f"blocks.{l}.{k}" for l in range(model.n_layers) for k in BLOCK_NAMES] + ["output.W_U"]
-    if list(model.shapes()) != names or any(type(b) is not TransformerBlock for b in model.blocks):
-        raise ValueError(f"the certificate's rules follow the layout {names[:5]} per block, then "
-                         f"output.W_U; this model has {list(model.shapes())}: use rcutil.model.Transformer")
+    if (
+        isinstance(beta, bool)
+        or not isinstance(beta, (int, float))
+        or not 0 <= beta <= 1
+    ):
+        raise ValueError(
+            f"the certificate covers a constant residual strength beta in [0, 1], "
+            f"got beta = {beta!r}: build the model with such a beta"
+        )
+    names = [f"blocks.{l}.{k}" for l in range(model.n_layers) for k in BLOCK_NAMES] + [
+        "output.W_U"
+    ]
+    if list(model.shapes()) != names or any(
+        type(b) is not TransformerBlock for b in model.blocks
+    ):
+        raise ValueError(
+            f"the certificate's rules follow the layout {names[:5]} per block, then "
+            f"output.W_U; this model has {list(model.shapes())}: use "
+            "rcutil.model.Transformer"
+        )
 
 
 def _trace(model, X: torch.Tensor) -> list[list[dict[str, float]]]:
@@ -96,15 +120,17 @@ def _trace(model, X: torch.Tensor) -> list[list[dict[str, float]]]:
             Xl, per_block = X[p], []
             for blk in model.blocks:
                 W = {k: getattr(blk, k).detach() for k in BLOCK_NAMES}
-                norms, Xl = bounds.block_norms0(Xl, W, beta=model.beta, tau=model.tau,
-                                                activation=model.activation)
+                norms, Xl = bounds.block_norms0(
+                    Xl, W, beta=model.beta, tau=model.tau, activation=model.activation
+                )
                 per_block.append(norms)
             traces.append(per_block)
     return traces
 
 
-def feature_jets(model, X: torch.Tensor, r: float, trace=None
-                 ) -> list[list[bounds.Jet]]:
+def feature_jets(
+    model, X: torch.Tensor, r: float, trace=None
+) -> list[list[bounds.Jet]]:
     """Per sample ``p`` and block ``l``, the :class:`~rcutil.bounds.Jet` of
     ``theta -> H_l`` (the output of block ``l`` for sample ``p``) on the ball of radius
     ``r``.
@@ -115,29 +141,44 @@ def feature_jets(model, X: torch.Tensor, r: float, trace=None
     weight ``k`` of block ``l`` in the order ``W_Q, W_K, W_V, W_1, W_2``.
     """
     if not (math.isfinite(r) and r >= 0):
-        raise ValueError(f"r (the ball radius) must be finite and non-negative, got {r!r}")
+        raise ValueError(
+            f"r (the ball radius) must be finite and non-negative, got {r!r}"
+        )
     check_certifiable(model)
     X = check_input(X, model.d)
     trace = _trace(model, X) if trace is None else trace
     n_params = len(BLOCK_NAMES) * model.n_layers
-    radii = [{k: float(sigma_max(getattr(blk, k))) + r for k in BLOCK_NAMES}
-             for blk in model.blocks]
+    radii = [
+        {k: float(sigma_max(getattr(blk, k))) + r for k in BLOCK_NAMES}
+        for blk in model.blocks
+    ]
     jets = []
     for p in range(X.shape[0]):
         jet = bounds.jet_const(float(sigma_max(X[p])), tuple(X[p].shape), n_params)
         per_block = []
         for l in range(model.n_layers):
-            jet = bounds.jet_block(jet, radii[l], len(BLOCK_NAMES) * l, n_params, d=model.d,
-                                   d_qk=model.d_qk, d_F=model.d_F, beta=model.beta,
-                                   tau=model.tau, norms0=trace[p][l], r=r,
-                                   activation=model.activation)
+            jet = bounds.jet_block(
+                jet,
+                radii[l],
+                len(BLOCK_NAMES) * l,
+                n_params,
+                d=model.d,
+                d_qk=model.d_qk,
+                d_F=model.d_F,
+                beta=model.beta,
+                tau=model.tau,
+                norms0=trace[p][l],
+                r=r,
+                activation=model.activation,
+            )
             per_block.append(jet)
         jets.append(per_block)
     return jets
 
 
-def feature_bounds(model, X: torch.Tensor, r: float, trace=None
-                   ) -> tuple[float, float, float]:
+def feature_bounds(
+    model, X: torch.Tensor, r: float, trace=None
+) -> tuple[float, float, float]:
     """``(G_H, K_H, H_bound)`` for ``theta -> H`` on the ball of radius ``r`` (eq.
     ``conv-GH``).
 
@@ -155,13 +196,28 @@ def feature_bounds(model, X: torch.Tensor, r: float, trace=None
     return G_H, K_H, H_bound
 
 
-def certificate(model, X: torch.Tensor, Y: torch.Tensor, r: float, mu: float | None = None,
-                *, trace=None) -> Certificate:
-    """Evaluate Theorem 1's constants for radius ``r`` (and step ``mu``, default ``1/C``)."""
+def certificate(
+    model,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    r: float,
+    mu: float | None = None,
+    *,
+    trace=None,
+) -> Certificate:
+    """Evaluate Theorem 1's constants for radius ``r`` (and step ``mu``, default
+    ``1/C``)."""
     check_certifiable(model)
     X = check_input(X, model.d)
-    if not isinstance(Y, torch.Tensor) or Y.shape != (X.shape[0], X.shape[1], model.d_out):
-        raise ValueError(f"Y must be a tensor of shape {(X.shape[0], X.shape[1], model.d_out)} (N, n, d_out)")
+    if not isinstance(Y, torch.Tensor) or Y.shape != (
+        X.shape[0],
+        X.shape[1],
+        model.d_out,
+    ):
+        raise ValueError(
+            f"Y must be a tensor of shape {(X.shape[0], X.shape[1], model.d_out)} (N, "
+            "n, d_out)"
+        )
     with torch.no_grad():
         out = model(X, return_all=True)
         H0 = stacked_rows(out.features)
@@ -169,7 +225,9 @@ def certificate(model, X: torch.Tensor, Y: torch.Tensor, r: float, mu: float | N
     if H0.shape[0] > H0.shape[1]:
         raise ValueError(
             f"the PL bound needs width d >= N n so that H_0 can have full row rank: "
-            f"N n = {H0.shape[0]} > d = {H0.shape[1]}; use fewer tokens/samples or a wider model")
+            f"N n = {H0.shape[0]} > d = {H0.shape[1]}; use fewer tokens/samples or a "
+            "wider model"
+        )
     sv = singular_values(H0)
     s0, S0 = float(sv[-1]), float(sv[0])
     G_H, K_H, H_bound = feature_bounds(model, X, r, trace)
@@ -181,21 +239,46 @@ def certificate(model, X: torch.Tensor, Y: torch.Tensor, r: float, mu: float | N
     K = bounds.output_second_bound(G_H, K_H, R_U)
     C = bounds.smoothness_constant(G, K, phi0, r)
     if C == 0:
-        raise ValueError("C = 0: the output does not depend on the parameters (is X zero?); nothing to certify")
+        raise ValueError(
+            "C = 0: the output does not depend on the parameters (is X zero?); nothing "
+            "to certify"
+        )
     mu = 1.0 / C if mu is None else float(mu)
     if not (math.isfinite(mu) and mu > 0):
-        raise ValueError(f"mu (the step size) must be a finite positive number, got {mu!r}")
-    path = (2.0 * math.sqrt(2.0 * phi0 / alpha) if alpha > 0 else math.inf) + mu * G * math.sqrt(2.0 * phi0)
-    return Certificate(r=r, s0=s0, S0=S0, phi0=phi0, G_H=G_H, K_H=K_H, H_max=H_max, R_U=R_U,
-                       lam=lam, alpha=alpha, G=G, K=K, C=C, mu=mu, path_bound=path,
-                       holds=bool(mu <= 1.0 / C and path <= r),
-                       kappa_inv_sq=(s0 / S0) ** 2 if S0 > 0 else 0.0)
+        raise ValueError(
+            f"mu (the step size) must be a finite positive number, got {mu!r}"
+        )
+    path = (
+        2.0 * math.sqrt(2.0 * phi0 / alpha) if alpha > 0 else math.inf
+    ) + mu * G * math.sqrt(2.0 * phi0)
+    return Certificate(
+        r=r,
+        s0=s0,
+        S0=S0,
+        phi0=phi0,
+        G_H=G_H,
+        K_H=K_H,
+        H_max=H_max,
+        R_U=R_U,
+        lam=lam,
+        alpha=alpha,
+        G=G,
+        K=K,
+        C=C,
+        mu=mu,
+        path_bound=path,
+        holds=bool(mu <= 1.0 / C and path <= r),
+        kappa_inv_sq=(s0 / S0) ** 2 if S0 > 0 else 0.0,
+    )
 
 
-def best_certificate(model, X: torch.Tensor, Y: torch.Tensor, *, n_radii: int = 120) -> Certificate:
-    """Scan ``n_radii`` radii ``r`` on a log grid from ``10^-8 r_max`` to ``r_max = s0 / G_H(0)``
-    and return the certificate with the fastest rate ``1 - mu alpha`` among those that hold,
-    or, when none holds, the one closest to holding (smallest ``path_bound / r``)."""
+def best_certificate(
+    model, X: torch.Tensor, Y: torch.Tensor, *, n_radii: int = 120
+) -> Certificate:
+    """Scan ``n_radii`` radii ``r`` on a log grid from ``10^-8 r_max`` to ``r_max = s0 /
+    G_H(0)`` and return the certificate with the fastest rate ``1 - mu alpha`` among
+    those that hold, or, when none holds, the one closest to holding (smallest
+    ``path_bound / r``)."""
     if n_radii < 2:
         raise ValueError(f"n_radii must be at least 2, got {n_radii!r}")
     check_certifiable(model)
@@ -203,10 +286,15 @@ def best_certificate(model, X: torch.Tensor, Y: torch.Tensor, *, n_radii: int = 
     trace = _trace(model, X)
     first = certificate(model, X, Y, r=0.0, trace=trace)
     if not first.s0 > 0:
-        raise ValueError("H_0 does not have full row rank (s0 = 0): no radius can certify; "
-                         "draw another initialisation or use fewer samples")
+        raise ValueError(
+            "H_0 does not have full row rank (s0 = 0): no radius can certify; "
+            "draw another initialisation or use fewer samples"
+        )
     r_max = first.s0 / first.G_H
-    scanned = [certificate(model, X, Y, r=float(r), trace=trace) for r in np.geomspace(r_max * 1e-8, r_max, n_radii)]
+    scanned = [
+        certificate(model, X, Y, r=float(r), trace=trace)
+        for r in np.geomspace(r_max * 1e-8, r_max, n_radii)
+    ]
     holding = [c for c in scanned if c.holds]
     if holding:
         return max(holding, key=lambda c: c.mu * c.alpha)

@@ -1,10 +1,11 @@
-"""A chapter's acceptance checks: what must hold of a result for the chapter to stand, as a
-table the reader sees (check, value, threshold, ok) and one assertion on it.
+"""A chapter's acceptance checks: what must hold of a result for the chapter to stand,
+as a table the reader sees (check, value, threshold, ok) and one assertion on it.
 
 An experiment module lists its checks in ``checks(result) -> list[Check]``, with their
-thresholds; the chapter shows :func:`table` and calls :func:`require`, which fails the chapter
-(and so the build and the tests) on the first check that does not hold.
+thresholds; the chapter shows :func:`table` and calls :func:`require`, which fails the
+chapter (and so the build and the tests) on the first check that does not hold.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,15 +13,20 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
-        "==": operator.eq}
+_OPS = {
+    "<=": operator.le,
+    "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+    "==": operator.eq,
+}
 
 
 @dataclass(frozen=True)
 class Check:
-    """``value op threshold`` (``op`` one of ``<= < >= > ==``), or ``value`` within ``rtol``
-    (relative) and ``atol`` of ``threshold`` for ``op="close"``. ``what`` says what is
-    checked, in words (math in ``$...$`` is typeset)."""
+    """``value op threshold`` (``op`` one of ``<= < >= > ==``), or ``value`` within
+    ``rtol`` (relative) and ``atol`` of ``threshold`` for ``op="close"``. ``what`` says
+    what is checked, in words (math in ``$...$`` is typeset)."""
 
     what: str
     value: float | int | bool | str
@@ -45,13 +51,17 @@ class Check:
 
     def threshold_text(self) -> str:
         if self.op == "close":
-            tol = " ± ".join([_number(self.threshold)] + ([f"{self.rtol:.0e} rel."]
-                                                            if self.rtol else [])
-                             + ([f"{self.atol:.0e}"] if self.atol else []))
+            tol = " ± ".join(
+                [_number(self.threshold)]
+                + ([f"{self.rtol:.0e} rel."] if self.rtol else [])
+                + ([f"{self.atol:.0e}"] if self.atol else [])
+            )
             return f"≈ {tol}"
         if isinstance(self.threshold, bool) and self.op == "==":
             return _number(self.threshold)
-        return f"{self.op.replace('<=', '≤').replace('>=', '≥')} {_number(self.threshold)}"
+        return (
+            f"{self.op.replace('<=', '≤').replace('>=', '≥')} {_number(self.threshold)}"
+        )
 
 
 def _number(x) -> str:
@@ -69,8 +79,10 @@ def table(checks: Sequence[Check]) -> str:
     rows = ["| check | value | threshold | ok |", "|---|---|---|---|"]
     for c in checks:
         what = c.what.replace("|", "\\|")
-        rows.append(f"| {what} | {_number(c.value)} | {c.threshold_text()} | "
-                    f"{'yes' if c.ok else '**no**'} |")
+        rows.append(
+            f"| {what} | {_number(c.value)} | {c.threshold_text()} | "
+            f"{'yes' if c.ok else '**no**'} |"
+        )
     return "\n".join(rows)
 
 
@@ -78,5 +90,9 @@ def require(checks: Sequence[Check]) -> None:
     """Raise ``AssertionError`` listing every check that does not hold."""
     failed = [c for c in checks if not c.ok]
     if failed:
-        raise AssertionError("; ".join(f"{c.what}: {_number(c.value)} is not "
-                                       f"{c.threshold_text()}" for c in failed))
+        raise AssertionError(
+            "; ".join(
+                f"{c.what}: {_number(c.value)} is not {c.threshold_text()}"
+                for c in failed
+            )
+        )

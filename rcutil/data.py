@@ -19,6 +19,7 @@ A file that is present but does not match its checksum is never used: :class:`Da
 names the file, the checksum expected and found, and how to fix it. So does a folder or
 a broken link where a file should be.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -98,31 +99,57 @@ def _call(function: Function, *args):
 
 SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
 GPT2_URL = "https://huggingface.co/openai-community/gpt2/resolve/main/"
-JENA_URL = ("https://storage.googleapis.com/tensorflow/tf-keras-datasets/"
-            "jena_climate_2009_2016.csv.zip")
+JENA_URL = (
+    "https://storage.googleapis.com/tensorflow/tf-keras-datasets/"
+    "jena_climate_2009_2016.csv.zip"
+)
 JENA_FILE = "jena_climate/jena_climate_2009_2016.csv"
 #: The ``ci`` profile's excerpt: the first 154 rows of :data:`JENA_FILE`, made from it.
 JENA_EXCERPT = "jena_climate/jena_climate_2009_2016_head154.csv"
 
 #: The registry: relative path -> asset.
-ASSETS: dict[str, Asset] = {asset.relpath: asset for asset in (
-    Asset("sst2/train.tsv", SST2_URL,
-          "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
-          "SST-2/train.tsv"),
-    Asset("sst2/dev.tsv", SST2_URL,
-          "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
-          "SST-2/dev.tsv"),
-    Asset("gpt2_tokenizer/vocab.json", GPT2_URL + "vocab.json",
-          "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"),
-    Asset("gpt2_tokenizer/merges.txt", GPT2_URL + "merges.txt",
-          "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"),
-    # the archive's CSV has no published checksum: its structure is checked and the
-    # checksum of the first verified download is recorded
-    Asset(JENA_FILE, JENA_URL, member="jena_climate_2009_2016.csv",
-          validate="rcutil.jena_data:check_structure"),
-    Asset(JENA_EXCERPT, None, validate="rcutil.jena_data:check_fixture",
-          source=JENA_FILE, derive="rcutil.jena_data:derive_fixture"),
-)}
+ASSETS: dict[str, Asset] = {
+    asset.relpath: asset
+    for asset in (
+        Asset(
+            "sst2/train.tsv",
+            SST2_URL,
+            "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
+            "SST-2/train.tsv",
+        ),
+        Asset(
+            "sst2/dev.tsv",
+            SST2_URL,
+            "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
+            "SST-2/dev.tsv",
+        ),
+        Asset(
+            "gpt2_tokenizer/vocab.json",
+            GPT2_URL + "vocab.json",
+            "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+        ),
+        Asset(
+            "gpt2_tokenizer/merges.txt",
+            GPT2_URL + "merges.txt",
+            "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+        ),
+        # the archive's CSV has no published checksum: its structure is checked and the
+        # checksum of the first verified download is recorded
+        Asset(
+            JENA_FILE,
+            JENA_URL,
+            member="jena_climate_2009_2016.csv",
+            validate="rcutil.jena_data:check_structure",
+        ),
+        Asset(
+            JENA_EXCERPT,
+            None,
+            validate="rcutil.jena_data:check_fixture",
+            source=JENA_FILE,
+            derive="rcutil.jena_data:derive_fixture",
+        ),
+    )
+}
 
 
 def register(asset: Asset) -> Asset:
@@ -154,7 +181,8 @@ def cache_dir() -> Path:
     if path.exists() and not path.is_dir():
         raise DataError(
             f"{source} {path} is a file, not a folder: set {CACHE_DIR_ENV} to a folder "
-            f"(it is created when missing), or move the file away.")
+            f"(it is created when missing), or move the file away."
+        )
     return path
 
 
@@ -172,7 +200,8 @@ def data_dir() -> Path | None:
         raise DataError(
             f"{DATA_DIR_ENV}={value} {problem}: set it to the folder that holds the "
             f"data files (sst2/, gpt2_tokenizer/, jena_climate/), or unset it to use "
-            f"the cache {cache_dir()} and downloads.")
+            f"the cache {cache_dir()} and downloads."
+        )
     return path
 
 
@@ -196,8 +225,10 @@ def _present(root: Path, relpath: str) -> bool:
             what = "a file, not a folder"
         else:
             continue
-        raise DataError(f"{here} is {what}, where the data file {relpath} should be "
-                        f"{path}: remove or replace it.")
+        raise DataError(
+            f"{here} is {what}, where the data file {relpath} should be "
+            f"{path}: remove or replace it."
+        )
     return False
 
 
@@ -213,9 +244,11 @@ def _recorded_checksum(path: Path) -> str | None:
     fields = record.read_text(errors="replace").split()
     digest = fields[0].lower() if fields else ""
     if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        raise DataError(f"{record} is not a sha256 record of {path.name} (64 hex "
-                        f"digits, then the name): delete it; {path.name} is then "
-                        f"checked by its structure.")
+        raise DataError(
+            f"{record} is not a sha256 record of {path.name} (64 hex "
+            f"digits, then the name): delete it; {path.name} is then "
+            f"checked by its structure."
+        )
     return digest
 
 
@@ -249,8 +282,10 @@ def _remedy(asset: Asset) -> str:
         fetch = f"Delete it and run again to make it anew from {asset.source}"
     else:
         fetch = "Replace it with a correct copy"
-    return (f"{fetch}, or point {DATA_DIR_ENV} at a folder with the correct "
-            f"{asset.relpath}.")
+    return (
+        f"{fetch}, or point {DATA_DIR_ENV} at a folder with the correct "
+        f"{asset.relpath}."
+    )
 
 
 def _validate(path: Path, asset: Asset, label: str) -> None:
@@ -263,8 +298,9 @@ def _validate(path: Path, asset: Asset, label: str) -> None:
         raise type(exc)(str(exc).replace(str(path), label)) from exc
 
 
-def _record_mismatch(path: Path, asset: Asset, actual: str, recorded: str,
-                     remedy: str) -> DataError:
+def _record_mismatch(
+    path: Path, asset: Asset, actual: str, recorded: str, remedy: str
+) -> DataError:
     """A file that does not match the checksum recorded beside it: a stale record when
     the file passes the structure check, else a corrupt file. Either way the record is
     named, and what to delete."""
@@ -279,15 +315,23 @@ def _record_mismatch(path: Path, asset: Asset, actual: str, recorded: str,
                 f"{path} passes the structure check but not the sha256 recorded in "
                 f"{record} at its download ({recorded}; the file has {actual}): if you "
                 f"replaced {path.name} on purpose, delete {record}; otherwise delete "
-                f"both and run again to download a fresh copy.")
+                f"both and run again to download a fresh copy."
+            )
     return DataError(
         f"{path} is corrupt: its sha256 is {actual}, expected {recorded} (recorded in "
         f"{record} at its download). {remedy} If you replaced it on purpose, delete "
-        f"{record} instead.")
+        f"{record} instead."
+    )
 
 
-def verify(path: Path, asset: Asset, *, label: str | None = None,
-           remedy: str | None = None, record: bool = False) -> Path:
+def verify(
+    path: Path,
+    asset: Asset,
+    *,
+    label: str | None = None,
+    remedy: str | None = None,
+    record: bool = False,
+) -> Path:
     """Check ``path`` against the asset's checksum, else its structure; raise
     :class:`DataError` if wrong, else return ``path``.
 
@@ -304,13 +348,17 @@ def verify(path: Path, asset: Asset, *, label: str | None = None,
     if size == 0:
         raise DataError(f"{label} is empty (0 bytes). {remedy}")
     if asset.size is not None and size != asset.size:
-        raise DataError(f"{label} is incomplete or wrong: it has {size:,} bytes, "
-                        f"expected {asset.size:,}. {remedy}")
+        raise DataError(
+            f"{label} is incomplete or wrong: it has {size:,} bytes, "
+            f"expected {asset.size:,}. {remedy}"
+        )
     if asset.sha256 is not None:
         actual = sha256sum(path)
         if actual != asset.sha256:
-            raise DataError(f"{label} is corrupt: its sha256 is {actual}, expected "
-                            f"{asset.sha256}. {remedy}")
+            raise DataError(
+                f"{label} is corrupt: its sha256 is {actual}, expected "
+                f"{asset.sha256}. {remedy}"
+            )
         return path
     recorded = _recorded_checksum(path)
     if recorded is not None:
@@ -350,13 +398,16 @@ def _staging(dest: Path, prefix: str):
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DataError(f"cannot create the cache folder {dest.parent} "
-                        f"({exc.strerror}): set {CACHE_DIR_ENV} to a folder you can "
-                        f"write to.") from exc
+        raise DataError(
+            f"cannot create the cache folder {dest.parent} "
+            f"({exc.strerror}): set {CACHE_DIR_ENV} to a folder you can "
+            f"write to."
+        ) from exc
     with _exclusive(dest.with_name(f".{dest.name}.lock")):
         _remove_litter(dest.parent, dest.name)
-        tmp_dir = Path(tempfile.mkdtemp(dir=dest.parent,
-                                        prefix=f"{prefix}{dest.name}-"))
+        tmp_dir = Path(
+            tempfile.mkdtemp(dir=dest.parent, prefix=f"{prefix}{dest.name}-")
+        )
         try:
             yield tmp_dir
         finally:
@@ -368,8 +419,9 @@ def _retryable(exc: BaseException) -> bool:
     429) nor for a local file URL."""
     if isinstance(exc, urllib.error.HTTPError):
         return exc.code >= 500 or exc.code in (408, 429)
-    if isinstance(exc, urllib.error.URLError) and \
-            isinstance(exc.reason, (FileNotFoundError, PermissionError)):
+    if isinstance(exc, urllib.error.URLError) and isinstance(
+        exc.reason, (FileNotFoundError, PermissionError)
+    ):
         return False
     return True
 
@@ -378,16 +430,25 @@ def _fetch(url: str, out: Path, *, progress: bool, size: int | None = None) -> N
     """Copy ``url`` to the file ``out`` (one attempt); raise ``OSError`` or
     ``HTTPException``, or :class:`DataError` (not retried) when the server announces
     another length than ``size``."""
-    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, \
-            open(out, "wb") as f:
+    with (
+        urllib.request.urlopen(url, timeout=TIMEOUT_S) as response,
+        open(out, "wb") as f,
+    ):
         total = int(response.headers.get("Content-Length") or 0) or None
         if size is not None and total is not None and total != size:
-            raise DataError(f"{url} announces {total:,} bytes, but the file has "
-                            f"{size:,}: the server holds a different file; nothing was "
-                            f"downloaded")
+            raise DataError(
+                f"{url} announces {total:,} bytes, but the file has "
+                f"{size:,}: the server holds a different file; nothing was "
+                f"downloaded"
+            )
         got = 0
-        with tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
-                  desc=f"download {Path(url).name}") as bar:
+        with tqdm(
+            total=total,
+            unit="B",
+            unit_scale=True,
+            disable=not progress,
+            desc=f"download {Path(url).name}",
+        ) as bar:
             while block := response.read(1 << 16):
                 f.write(block)
                 got += len(block)
@@ -405,18 +466,25 @@ def _fetch_with_retries(asset: Asset, out: Path, dest: Path, *, progress: bool) 
             if attempt < ATTEMPTS and _retryable(exc):
                 time.sleep(BACKOFF_S * attempt)
                 continue
-            cause = exc.reason if isinstance(exc, urllib.error.URLError) and \
-                isinstance(exc.reason, BaseException) else exc
-            reason = (f"no answer within {TIMEOUT_S:g} s"
-                      if isinstance(cause, TimeoutError)
-                      else f"{type(exc).__name__}: {exc}")
+            cause = (
+                exc.reason
+                if isinstance(exc, urllib.error.URLError)
+                and isinstance(exc.reason, BaseException)
+                else exc
+            )
+            reason = (
+                f"no answer within {TIMEOUT_S:g} s"
+                if isinstance(cause, TimeoutError)
+                else f"{type(exc).__name__}: {exc}"
+            )
             tries = f" after {attempt} attempts" if attempt > 1 else ""
             expected = asset.sha256 or "not known (the structure is checked)"
             raise DataError(
                 f"{asset.relpath} is missing and could not be downloaded from "
                 f"{asset.url}{tries} ({reason}). Expected sha256: {expected}. "
                 f"Without network, put the file at {dest} or set {DATA_DIR_ENV} to a "
-                f"folder that holds {asset.relpath}.") from exc
+                f"folder that holds {asset.relpath}."
+            ) from exc
 
 
 def _extract(asset: Asset, archive: Path, out: Path) -> None:
@@ -424,17 +492,24 @@ def _extract(asset: Asset, archive: Path, out: Path) -> None:
     URL."""
     where = f"member {asset.member} of the archive downloaded from {asset.url}"
     try:
-        with zipfile.ZipFile(archive) as zf, zf.open(asset.member) as src, \
-                open(out, "wb") as f:
+        with (
+            zipfile.ZipFile(archive) as zf,
+            zf.open(asset.member) as src,
+            open(out, "wb") as f,
+        ):
             shutil.copyfileobj(src, f)
     except KeyError:
-        raise DataError(f"the archive downloaded from {asset.url} has no member "
-                        f"{asset.member}: the published archive has changed; put "
-                        f"{asset.relpath} in {DATA_DIR_ENV} by hand.") from None
+        raise DataError(
+            f"the archive downloaded from {asset.url} has no member "
+            f"{asset.member}: the published archive has changed; put "
+            f"{asset.relpath} in {DATA_DIR_ENV} by hand."
+        ) from None
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-        raise DataError(f"the {where} is damaged ({exc}); nothing was kept: run "
-                        f"again to download it anew, or put {asset.relpath} in "
-                        f"{DATA_DIR_ENV} by hand.") from exc
+        raise DataError(
+            f"the {where} is damaged ({exc}); nothing was kept: run "
+            f"again to download it anew, or put {asset.relpath} in "
+            f"{DATA_DIR_ENV} by hand."
+        ) from exc
 
 
 def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
@@ -449,7 +524,8 @@ def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
         raise DataError(
             f"{asset.relpath} is missing (expected sha256 {asset.sha256}) and has no "
             f"download URL. Put it at {dest}, or set {DATA_DIR_ENV} to a folder that "
-            f"holds {asset.relpath}.")
+            f"holds {asset.relpath}."
+        )
     with _staging(dest, _TMP_PREFIXES[0]) as tmp_dir:
         if dest.is_file():  # another process downloaded it while this one waited
             return verify(dest, asset)
@@ -460,46 +536,58 @@ def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
             got = tmp_dir / "member"
             label = f"the member {asset.member} of the archive from {asset.url}"
             _extract(asset, raw, got)
-        verify(got, asset, label=label,
-               remedy=f"It was not kept. Run again; if it persists, the published "
-                      f"file has changed: put a correct {asset.relpath} in "
-                      f"{DATA_DIR_ENV}.")
+        verify(
+            got,
+            asset,
+            label=label,
+            remedy=f"It was not kept. Run again; if it persists, the published "
+            f"file has changed: put a correct {asset.relpath} in "
+            f"{DATA_DIR_ENV}.",
+        )
         if asset.sha256 is None:
             _record_checksum(dest, sha256sum(got))
         os.replace(got, dest)
     return dest
 
 
-def derive(asset: Asset, dest: Path, *, progress: bool = True,
-           allow_download: bool = True) -> Path:
+def derive(
+    asset: Asset, dest: Path, *, progress: bool = True, allow_download: bool = True
+) -> Path:
     """Make the derived ``asset`` at ``dest`` atomically from its source, found with
     :func:`find` (so downloaded when missing and ``allow_download``); verify it; return
     ``dest``."""
     try:
         source = find(asset.source, progress=progress, allow_download=allow_download)
     except DataError as exc:
-        raise DataError(f"{asset.relpath} is made from {asset.source}, which is not "
-                        f"available: {exc}") from exc
+        raise DataError(
+            f"{asset.relpath} is made from {asset.source}, which is not "
+            f"available: {exc}"
+        ) from exc
     with _staging(dest, _TMP_PREFIXES[1]) as tmp_dir:
         if dest.is_file():  # another process made it while this one waited
             return verify(dest, asset)
         made = tmp_dir / dest.name
         _call(asset.derive, source, made)
-        verify(made, asset, label=f"{asset.relpath} (made from {source})",
-               remedy=f"{source} does not hold the expected rows: delete it and "
-                      f"run again to download it anew, or point {DATA_DIR_ENV} at a "
-                      f"folder with the correct {asset.relpath}.")
+        verify(
+            made,
+            asset,
+            label=f"{asset.relpath} (made from {source})",
+            remedy=f"{source} does not hold the expected rows: delete it and "
+            f"run again to download it anew, or point {DATA_DIR_ENV} at a "
+            f"folder with the correct {asset.relpath}.",
+        )
         os.replace(made, dest)
     return dest
 
 
-def find(relpath: str, *, progress: bool = True,
-         allow_download: bool = True) -> Path:
+def find(relpath: str, *, progress: bool = True, allow_download: bool = True) -> Path:
     """The path of data file ``relpath``: data folder, else cache, else download (see
     the module docstring)."""
     if relpath not in ASSETS:
-        raise ValueError(f"unknown data file {relpath!r}: known files are "
-                         f"{', '.join(sorted(ASSETS))}")
+        raise ValueError(
+            f"unknown data file {relpath!r}: known files are "
+            f"{', '.join(sorted(ASSETS))}"
+        )
     asset = ASSETS[relpath]
     root = data_dir()
     if root is not None and _present(root, relpath):
@@ -512,6 +600,7 @@ def find(relpath: str, *, progress: bool = True,
         return derive(asset, cached, progress=progress, allow_download=allow_download)
     if not allow_download:
         where = f"{root / relpath} or {cached}" if root else str(cached)
-        raise DataError(f"{relpath} is missing: looked in {where}; downloads are "
-                        f"switched off.")
+        raise DataError(
+            f"{relpath} is missing: looked in {where}; downloads are switched off."
+        )
     return download(asset, cached, progress=progress)

@@ -1,16 +1,18 @@
 """Know the cost before a run: ``python -m rcutil <experiment> --profile P --estimate``.
 
-:func:`project` runs the experiment's real ``run`` with the profile's settings on the chosen
-device under a probe (:mod:`rcutil.progress`): every loop of the run stops after a few timed
-items, and its cost is projected to its full length, inner loops included. What runs outside
-the loops (reading data, building models) is measured as it is. Nothing is stored. A module
-whose run needs a large download that does not change the cost (pretrained weights) may
-define ``estimate_settings(settings) -> settings`` with a stand-in of the same cost.
+:func:`project` runs the experiment's real ``run`` with the profile's settings on the
+chosen device under a probe (:mod:`rcutil.progress`): every loop of the run stops after
+a few timed items, and its cost is projected to its full length, inner loops included.
+What runs outside the loops (reading data, building models) is measured as it is.
+Nothing is stored. A module whose run needs a large download that does not change the
+cost (pretrained weights) may define ``estimate_settings(settings) -> settings`` with a
+stand-in of the same cost.
 
-Helpers: :func:`seconds_per_call` (warm-up, then the best of a few timed calls; used by the
-benchmarks) and :func:`peak_memory` (bytes the block allocated at its peak: CUDA's allocator
-statistics on a GPU, the growth of the process's resident set on the CPU).
+Helpers: :func:`seconds_per_call` (warm-up, then the best of a few timed calls; used by
+the benchmarks) and :func:`peak_memory` (bytes the block allocated at its peak: CUDA's
+allocator statistics on a GPU, the growth of the process's resident set on the CPU).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,28 +27,39 @@ from .progress import Loop, run_probed
 class Projection:
     """The projected cost of a whole run."""
 
-    loops: tuple[Loop, ...]     #: every loop of the run, in the order it first ran
-    seconds: float              #: projected wall time of the whole run
-    probe_seconds: float        #: what the probe itself took
-    peak_bytes: int             #: peak memory of the probe
+    loops: tuple[Loop, ...]  #: every loop of the run, in the order it first ran
+    seconds: float  #: projected wall time of the whole run
+    probe_seconds: float  #: what the probe itself took
+    peak_bytes: int  #: peak memory of the probe
 
 
 def project(module, settings: dict, *, device: str = "cpu") -> Projection:
-    """Probe ``module.run`` with ``settings`` on ``device`` and project the whole run."""
+    """Probe ``module.run`` with ``settings`` on ``device`` and project the whole
+    run."""
     from .validate import device as check_device
 
     device = str(check_device(device))
     if hasattr(module, "estimate_settings"):
         settings = module.estimate_settings(dict(settings))
     with peak_memory(device) as peak:
-        probe, seconds = run_probed(lambda: module.run(settings, device=device, progress=False))
-    return Projection(tuple(probe.loops.values()), seconds + probe.extra, seconds, peak.bytes)
+        probe, seconds = run_probed(
+            lambda: module.run(settings, device=device, progress=False)
+        )
+    return Projection(
+        tuple(probe.loops.values()), seconds + probe.extra, seconds, peak.bytes
+    )
 
 
-def seconds_per_call(fn: Callable[[], object], *, repeats: int = 3, warmup: int = 1,
-                     sync: Callable[[], None] | None = None) -> float:
-    """Seconds of one call of ``fn``: ``warmup`` untimed calls, then the best of ``repeats``.
-    ``sync`` (e.g. ``torch.cuda.synchronize``) is called before each clock reading."""
+def seconds_per_call(
+    fn: Callable[[], object],
+    *,
+    repeats: int = 3,
+    warmup: int = 1,
+    sync: Callable[[], None] | None = None,
+) -> float:
+    """Seconds of one call of ``fn``: ``warmup`` untimed calls, then the best of
+    ``repeats``. ``sync`` (e.g. ``torch.cuda.synchronize``) is called before each clock
+    reading."""
     sync = sync or (lambda: None)
     for _ in range(warmup):
         fn()
@@ -66,11 +79,12 @@ class _Peak:
 
 @contextlib.contextmanager
 def peak_memory(device: str = "cpu") -> Iterator[_Peak]:
-    """Measure the peak memory of a block: ``with peak_memory(device) as peak: ...; peak.bytes``.
+    """Measure the peak memory of a block: ``with peak_memory(device) as peak: ...;
+    peak.bytes``.
 
-    On CUDA, the allocator's peak above what was allocated before the block. On the CPU, the
-    growth of the process's peak resident set (``ru_maxrss``), which only grows: a block that
-    stays below an earlier peak reads 0.
+    On CUDA, the allocator's peak above what was allocated before the block. On the CPU,
+    the growth of the process's peak resident set (``ru_maxrss``), which only grows: a
+    block that stays below an earlier peak reads 0.
     """
     import torch
 
@@ -96,19 +110,25 @@ def _max_rss() -> int:
     import sys
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss if sys.platform == "darwin" else rss * 1024   # bytes on macOS, KiB on Linux
+    return (
+        rss if sys.platform == "darwin" else rss * 1024
+    )  # bytes on macOS, KiB on Linux
 
 
 def format_table(experiment: str, profile: str, device: str, p: Projection) -> str:
     """The projection as the CLI prints it: one row per loop (inner loops indented)."""
-    lines = [f"estimate for {experiment}, profile {profile}, on {device} "
-             f"(probed in {p.probe_seconds:.1f} s):",
-             f"  {'loop':<34}{'units':>11}  {'unit':<16}{'s/unit':>10}{'projected':>12}"]
+    lines = [
+        f"estimate for {experiment}, profile {profile}, on {device} "
+        f"(probed in {p.probe_seconds:.1f} s):",
+        f"  {'loop':<34}{'units':>11}  {'unit':<16}{'s/unit':>10}{'projected':>12}",
+    ]
     for loop in p.loops:
         name = ("  " * loop.depth + loop.desc)[:34]
         per = loop.seconds / loop.units if loop.units else 0.0
-        lines.append(f"  {name:<34}{loop.units:>11,.0f}  {loop.unit[:16]:<16}{per:>10.4f}"
-                     f"{_hms(loop.seconds):>12}")
+        lines.append(
+            f"  {name:<34}{loop.units:>11,.0f}  {loop.unit[:16]:<16}{per:>10.4f}"
+            f"{_hms(loop.seconds):>12}"
+        )
     lines.append(f"  {'whole run':<34}{'':>11}  {'':<16}{'':>10}{_hms(p.seconds):>12}")
     lines.append(f"  peak memory of the probe: {p.peak_bytes / 2**20:.1f} MiB")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ automatic differentiation (:mod:`torch.func` or :mod:`torch.autograd`):
 * :func:`batched_hvp`: the Hessians of a batch of independent losses, e.g. a sweep of
   models whose parameters carry a leading model axis (exact, reverse over reverse).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -33,8 +34,9 @@ Operator = Callable[[torch.Tensor], torch.Tensor]
 WHICH = ("largest", "smallest", "magnitude")
 
 
-def random_unit(shape: Sequence[int], seed: int, *, like: torch.Tensor | None = None
-                ) -> torch.Tensor:
+def random_unit(
+    shape: Sequence[int], seed: int, *, like: torch.Tensor | None = None
+) -> torch.Tensor:
     """Seeded standard Gaussian rows of unit norm, of shape ``(B, n)`` or ``(n,)``,
     drawn in float64 on the CPU and cast to the dtype and device of ``like``."""
     gen = torch.Generator().manual_seed(int(seed))
@@ -45,8 +47,9 @@ def random_unit(shape: Sequence[int], seed: int, *, like: torch.Tensor | None = 
 
 def _rows(start: torch.Tensor) -> tuple[torch.Tensor, bool]:
     if start.dim() not in (1, 2):
-        raise ValueError(f"start must have shape (n,) or (B, n), "
-                         f"got {tuple(start.shape)}")
+        raise ValueError(
+            f"start must have shape (n,) or (B, n), got {tuple(start.shape)}"
+        )
     return (start.unsqueeze(0), True) if start.dim() == 1 else (start, False)
 
 
@@ -55,14 +58,18 @@ def _dot(U: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
 
 
 def _check_iterations(iterations) -> int:
-    if isinstance(iterations, bool) or not isinstance(iterations, int) \
-            or iterations < 1:
+    if (
+        isinstance(iterations, bool)
+        or not isinstance(iterations, int)
+        or iterations < 1
+    ):
         raise ValueError(f"iterations must be a positive integer, got {iterations!r}")
     return iterations
 
 
-def power_iteration(op: Operator, start: torch.Tensor, *, iterations: int
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def power_iteration(
+    op: Operator, start: torch.Tensor, *, iterations: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(values, vectors)``: power iteration ``v <- op(v) / ||op(v)||`` from ``start``.
 
     ``values`` are the Rayleigh quotients ``v . op(v)`` of the last unit ``v`` (shape
@@ -81,8 +88,9 @@ def power_iteration(op: Operator, start: torch.Tensor, *, iterations: int
     return (values[0], V[0]) if single else (values, V)
 
 
-def lanczos(op: Operator, start: torch.Tensor, *, iterations: int,
-            which: str = "largest") -> tuple[torch.Tensor, torch.Tensor]:
+def lanczos(
+    op: Operator, start: torch.Tensor, *, iterations: int, which: str = "largest"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(values, vectors)``: a Ritz pair per problem after ``iterations`` steps.
 
     The Krylov space of ``op`` from ``start`` is built with full reorthogonalisation
@@ -100,7 +108,7 @@ def lanczos(op: Operator, start: torch.Tensor, *, iterations: int,
     B, n = Q.shape
     Q = Q / torch.linalg.vector_norm(Q, dim=-1, keepdim=True)
     basis, alphas, betas = [Q], [], []
-    size = torch.full((B,), min(iterations, n), dtype=torch.long)    # Krylov dimension
+    size = torch.full((B,), min(iterations, n), dtype=torch.long)  # Krylov dimension
     open_ = torch.ones(B, dtype=torch.bool, device=Q.device)
     for j in range(min(iterations, n)):
         W = op(basis[-1])
@@ -111,7 +119,7 @@ def lanczos(op: Operator, start: torch.Tensor, *, iterations: int,
         norm = torch.linalg.vector_norm(W, dim=-1)
         betas.append(norm)
         scale = torch.stack(alphas + betas).abs().amax(0)
-        closes = open_ & (norm <= 1e-10 * scale)           # an invariant subspace
+        closes = open_ & (norm <= 1e-10 * scale)  # an invariant subspace
         size[closes.cpu()] = j + 1
         open_ = open_ & ~closes
         if j + 1 < min(iterations, n):
@@ -121,11 +129,12 @@ def lanczos(op: Operator, start: torch.Tensor, *, iterations: int,
     values, vectors = [], []
     for b in range(B):
         k = int(size[b])
-        off = Bt[b, :k - 1]
+        off = Bt[b, : k - 1]
         T = torch.diag(A[b, :k]) + torch.diag(off, 1) + torch.diag(off, -1)
         theta, Y = torch.linalg.eigh(T)
-        i = {"largest": k - 1, "smallest": 0,
-             "magnitude": int(theta.abs().argmax())}[which]
+        i = {"largest": k - 1, "smallest": 0, "magnitude": int(theta.abs().argmax())}[
+            which
+        ]
         values.append(theta[i])
         vectors.append(sum(Y[m, i] * basis[m][b] for m in range(k)))
     values, vectors = torch.stack(values), torch.stack(vectors)
@@ -140,6 +149,7 @@ def _rowwise(one: Callable[[torch.Tensor], torch.Tensor]) -> Operator:
 
     def op(V):
         return one(V[0]).unsqueeze(0) if V.shape[0] == 1 else batched(V)
+
     return op
 
 
@@ -150,6 +160,7 @@ def hvp(f: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor) -> Opera
 
     def one(v):
         return torch.func.jvp(grad, (theta,), (v,))[1]
+
     return _rowwise(one)
 
 
@@ -160,6 +171,7 @@ def gram(f: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor) -> Oper
 
     def one(v):
         return vjp(torch.func.jvp(f, (theta,), (v,))[1])[0]
+
     return _rowwise(one)
 
 
@@ -175,15 +187,20 @@ def batched_hvp(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> Operator:
     params = list(params)
     B = params[0].shape[0]
     if any(p.shape[0] != B for p in params):
-        raise ValueError(f"every parameter needs the leading model axis B = {B}, got "
-                         f"shapes {[tuple(p.shape) for p in params]}")
+        raise ValueError(
+            f"every parameter needs the leading model axis B = {B}, got "
+            f"shapes {[tuple(p.shape) for p in params]}"
+        )
     gradient = torch.autograd.grad(loss, params, create_graph=True)
     sizes = [p[0].numel() for p in params]
 
     def op(V):
-        parts = [part.reshape(p.shape)
-                 for part, p in zip(V.split(sizes, dim=-1), params)]
-        products = torch.autograd.grad(gradient, params, grad_outputs=parts,
-                                       retain_graph=True)
+        parts = [
+            part.reshape(p.shape) for part, p in zip(V.split(sizes, dim=-1), params)
+        ]
+        products = torch.autograd.grad(
+            gradient, params, grad_outputs=parts, retain_graph=True
+        )
         return torch.cat([h.detach().reshape(B, -1) for h in products], dim=-1)
+
     return op

@@ -1,23 +1,26 @@
 """Spectral quantities the book measures: singular values, condition number, ranks.
 
-The theory works with the stacked ``(N n) x d`` matrix of a batch (:func:`stacked_rows`);
-these helpers accept a single matrix or a batch and say which they use.
+The theory works with the stacked ``(N n) x d`` matrix of a batch
+(:func:`stacked_rows`); these helpers accept a single matrix or a batch and say which
+they use.
 """
+
 from __future__ import annotations
 
 import torch
 
 
 def stacked_rows(M: torch.Tensor) -> torch.Tensor:
-    """Stack a batch ``(N, n, k)`` into the ``(N n) x k`` matrix the theory works with."""
+    """Stack a batch ``(N, n, k)`` into the ``(N n) x k`` matrix the theory works
+    with."""
     return M.reshape(-1, M.shape[-1])
 
 
 def singular_values(M: torch.Tensor, *, stacked: bool = True) -> torch.Tensor:
     """Singular values in decreasing order.
 
-    A 3-D batch ``(N, n, k)`` is stacked into one ``(N n) x k`` matrix when ``stacked`` is
-    true, else the values are returned per matrix, shape ``(N, min(n, k))``.
+    A 3-D batch ``(N, n, k)`` is stacked into one ``(N n) x k`` matrix when ``stacked``
+    is true, else the values are returned per matrix, shape ``(N, min(n, k))``.
     """
     M = M.detach()
     if M.dim() == 3 and stacked:
@@ -42,9 +45,11 @@ def condition_number(M: torch.Tensor, *, stacked: bool = True) -> torch.Tensor:
 
 
 def effective_rank(M: torch.Tensor, *, stacked: bool = True) -> torch.Tensor:
-    """Entropy effective rank of Roy & Vetterli (2007): ``exp(-sum p_i log p_i)``, ``p = s / sum s``.
+    """Entropy effective rank of Roy & Vetterli (2007): ``exp(-sum p_i log p_i)``, ``p =
+    s / sum s``.
 
-    It is 1 for a rank-one matrix and ``min(rows, cols)`` when all singular values are equal.
+    It is 1 for a rank-one matrix and ``min(rows, cols)`` when all singular values are
+    equal.
     """
     s = singular_values(M, stacked=stacked)
     p = s / s.sum(dim=-1, keepdim=True)

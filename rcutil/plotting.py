@@ -1,13 +1,15 @@
-"""One matplotlib style for the whole book: colour-blind-safe, readable at page width, SVG.
+"""One matplotlib style for the whole book: colour-blind-safe, readable at page width,
+SVG.
 
-Chapters call :func:`setup` once, then draw with the usual matplotlib calls. Colours are the
-Okabe & Ito (2008) palette, which stays distinguishable under the common colour-vision
-deficiencies; line plots are rendered as SVG in the pages.
+Chapters call :func:`setup` once, then draw with the usual matplotlib calls. Colours are
+the Okabe & Ito (2008) palette, which stays distinguishable under the common
+colour-vision deficiencies; line plots are rendered as SVG in the pages.
 
-Figures are reproducible: the same commit gives byte-identical SVG files, in the pages and
-from the CLI. Matplotlib's random clip-path ids are replaced by ids hashed with a fixed salt
-(``svg.hashsalt``) and the date metadata is left out (:data:`SVG_METADATA`).
+Figures are reproducible: the same commit gives byte-identical SVG files, in the pages
+and from the CLI. Matplotlib's random clip-path ids are replaced by ids hashed with a
+fixed salt (``svg.hashsalt``) and the date metadata is left out (:data:`SVG_METADATA`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,7 +19,16 @@ import matplotlib as mpl
 import numpy as np
 
 #: Okabe & Ito colour-blind-safe palette (black last, for reference lines).
-OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+OKABE_ITO = [
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#D55E00",
+    "#CC79A7",
+    "#56B4E9",
+    "#F0E442",
+    "#000000",
+]
 
 STYLE = {
     "axes.prop_cycle": mpl.cycler(color=OKABE_ITO),
@@ -40,7 +51,8 @@ STYLE = {
     # reproducible SVG: element ids hashed with a fixed salt instead of a random one
     "svg.hashsalt": "rcutil",
 }
-#: Metadata of every saved figure: no creation date, so the same figure gives the same bytes.
+#: Metadata of every saved figure: no creation date, so the same figure gives the same
+#: bytes.
 SVG_METADATA = {"Date": None}
 
 
@@ -64,12 +76,21 @@ def colors(k: int) -> list[str]:
     return [OKABE_ITO[i % len(OKABE_ITO)] for i in range(k)]
 
 
-def band(ax, x: Sequence[float], runs: np.ndarray, *, color: str, label: str | None = None,
-         log: bool = False, alpha: float = 0.2):
-    """Plot the mean of ``runs`` (rows = seeds) with a band of +- one standard deviation.
+def band(
+    ax,
+    x: Sequence[float],
+    runs: np.ndarray,
+    *,
+    color: str,
+    label: str | None = None,
+    log: bool = False,
+    alpha: float = 0.2,
+):
+    """Plot the mean of ``runs`` (rows = seeds) with a band of +- one standard
+    deviation.
 
-    With ``log=True`` mean and spread are taken of ``log10`` values (a geometric band), which
-    is what a log-scale axis shows honestly.
+    With ``log=True`` mean and spread are taken of ``log10`` values (a geometric band),
+    which is what a log-scale axis shows honestly.
     """
     runs = np.asarray(runs, dtype=float)
     if runs.ndim == 1:
@@ -85,10 +106,11 @@ def band(ax, x: Sequence[float], runs: np.ndarray, *, color: str, label: str | N
 
 
 def save(fig, path) -> Path:
-    """Save a figure for the CLI (SVG, vector, for line plots), without a date (reproducible).
+    """Save a figure for the CLI (SVG, vector, for line plots), without a date
+    (reproducible).
 
-    The book's style (with its fixed ``svg.hashsalt``) applies while saving, whether or not
-    :func:`setup` was called.
+    The book's style (with its fixed ``svg.hashsalt``) applies while saving, whether or
+    not :func:`setup` was called.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

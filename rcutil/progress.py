@@ -1,11 +1,13 @@
-"""The loops of a run, with a progress bar, and what :mod:`rcutil.estimate` learns from them.
+"""The loops of a run, with a progress bar, and what :mod:`rcutil.estimate` learns from
+them.
 
-Every long loop of an experiment iterates through :func:`steps`. In a normal run it is a tqdm
-progress bar. While :func:`rcutil.estimate.project` probes a run, it yields only the first
-:data:`PROBE` items of a loop, times them (the first is a warm-up), and reports the loop's
-projected cost to the probe: so the estimate times a few units of the real run, with no
-hand-written model of what the run does.
+Every long loop of an experiment iterates through :func:`steps`. In a normal run it is a
+tqdm progress bar. While :func:`rcutil.estimate.project` probes a run, it yields only
+the first :data:`PROBE` items of a loop, times them (the first is a warm-up), and
+reports the loop's projected cost to the probe: so the estimate times a few units of the
+real run, with no hand-written model of what the run does.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -29,8 +31,8 @@ class Loop:
     desc: str
     unit: str
     depth: int
-    units: float = 0.0          #: units the whole run does, counting repeats of outer loops
-    seconds: float = 0.0        #: projected seconds of those units, inner loops included
+    units: float = 0.0  #: units the whole run does, counting repeats of outer loops
+    seconds: float = 0.0  #: projected seconds of those units, inner loops included
 
 
 @dataclass
@@ -39,11 +41,12 @@ class Probe:
 
     loops: dict[str, Loop] = field(default_factory=dict)
     stack: list = field(default_factory=list)
-    extra: float = 0.0          #: projected minus measured seconds of the top-level loops
+    extra: float = 0.0  #: projected minus measured seconds of the top-level loops
 
 
-_PROBE: contextvars.ContextVar[Probe | None] = contextvars.ContextVar("rcutil_probe",
-                                                                     default=None)
+_PROBE: contextvars.ContextVar[Probe | None] = contextvars.ContextVar(
+    "rcutil_probe", default=None
+)
 
 
 def probing() -> Probe | None:
@@ -55,21 +58,35 @@ class _Frame:
     """One open loop of a probed run."""
 
     def __init__(self, desc: str, unit: str, n: int, weight: float, depth: int):
-        self.desc, self.unit, self.n, self.weight, self.depth = desc, unit, n, weight, depth
-        self.nested = 0.0           # projected minus measured seconds of inner loops, this item
+        self.desc, self.unit, self.n, self.weight, self.depth = (
+            desc,
+            unit,
+            n,
+            weight,
+            depth,
+        )
+        self.nested = 0.0  # projected minus measured seconds of inner loops, this item
 
 
-def steps(items: Iterable[T] | int, *, desc: str, unit: str = "step", progress: bool = True,
-          total: int | None = None) -> Iterator[T]:
-    """Iterate over ``items`` (or ``range(items)``) with a progress bar named ``desc``, whose
-    items are ``unit``\\ s. Under a probe, only the first :data:`PROBE` items run (see module
-    doc); ``total`` gives the length of an iterable without one."""
+def steps(
+    items: Iterable[T] | int,
+    *,
+    desc: str,
+    unit: str = "step",
+    progress: bool = True,
+    total: int | None = None,
+) -> Iterator[T]:
+    """Iterate over ``items`` (or ``range(items)``) with a progress bar named ``desc``,
+    whose items are ``unit``\\ s. Under a probe, only the first :data:`PROBE` items run
+    (see module doc); ``total`` gives the length of an iterable without one."""
     if isinstance(items, int):
         items = range(items)
-    n = total if total is not None else len(items)   # type: ignore[arg-type]
+    n = total if total is not None else len(items)  # type: ignore[arg-type]
     probe = probing()
     if probe is None:
-        yield from tqdm(items, desc=desc, total=n, unit=unit, disable=not progress, leave=False)
+        yield from tqdm(
+            items, desc=desc, total=n, unit=unit, disable=not progress, leave=False
+        )
         return
     yield from _probed(probe, items, desc, unit, n)
 
@@ -90,7 +107,7 @@ def _probed(probe: Probe, items, desc: str, unit: str, n: int):
             t0 = time.perf_counter()
             try:
                 yield item
-            finally:    # also when the caller leaves the loop early
+            finally:  # also when the caller leaves the loop early
                 costs.append(time.perf_counter() - t0 + frame.nested)
     finally:
         probe.stack.pop()
@@ -98,9 +115,9 @@ def _probed(probe: Probe, items, desc: str, unit: str, n: int):
 
 
 def _record(probe: Probe, parent, frame: _Frame, costs: list, measured: float) -> None:
-    """Project a probed loop from the costs of its items (the first a warm-up) and pass the
-    difference between projected and measured seconds to the loop around it."""
-    if frame.n <= len(costs):           # the whole loop ran
+    """Project a probed loop from the costs of its items (the first a warm-up) and pass
+    the difference between projected and measured seconds to the loop around it."""
+    if frame.n <= len(costs):  # the whole loop ran
         projected = sum(costs)
     else:
         timed = costs[1:] or costs
@@ -115,7 +132,8 @@ def _record(probe: Probe, parent, frame: _Frame, costs: list, measured: float) -
 
 
 def run_probed(fn) -> tuple[Probe, float]:
-    """Call ``fn()`` under a new probe; return the probe and the seconds the call took."""
+    """Call ``fn()`` under a new probe; return the probe and the seconds the call
+    took."""
     probe = Probe()
     token = _PROBE.set(probe)
     try:

@@ -7,6 +7,7 @@ resolution of its format, comes out of a backward-stable decomposition with
 a batch of matrices in float32 and float64, per sample and stacked (:data:`READINGS`),
 and measures ``c`` on matrices of known rank deficiency (:func:`floor_factors`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,9 @@ import torch
 PRECISIONS = ("float32", "float64")
 LAYOUTS = ("per-sample", "stacked")
 NORMS = ("spectral", "Frobenius")
-READINGS = tuple(f"{p}/{lay}/{nm}"
-                 for p in PRECISIONS for lay in LAYOUTS for nm in NORMS)
+READINGS = tuple(
+    f"{p}/{lay}/{nm}" for p in PRECISIONS for lay in LAYOUTS for nm in NORMS
+)
 
 
 @dataclass
@@ -53,15 +55,16 @@ def reading_spectra(Z: torch.Tensor, n: int) -> dict[str, np.ndarray]:
         out[f"{precision}/per-sample/sigma_min"] = s[..., -1].amin(1)
         out[f"{precision}/per-sample/spectral"] = s[..., 0].amax(1)
         out[f"{precision}/per-sample/Frobenius"] = torch.linalg.matrix_norm(per).amax(1)
-        s = torch.linalg.svdvals(torch.linalg.qr(Zp, mode="r")[1])     # those of Zp
+        s = torch.linalg.svdvals(torch.linalg.qr(Zp, mode="r")[1])  # those of Zp
         out[f"{precision}/stacked/sigma_min"] = s[:, -1]
         out[f"{precision}/stacked/spectral"] = s[:, 0]
         out[f"{precision}/stacked/Frobenius"] = torch.linalg.matrix_norm(Zp)
     return {k: v.double().cpu().numpy() for k, v in out.items()}
 
 
-def floor_factors(Z: torch.Tensor, n: int, deficiencies,
-                  draws: int) -> list[FloorFactor]:
+def floor_factors(
+    Z: torch.Tensor, n: int, deficiencies, draws: int
+) -> list[FloorFactor]:
     """The float32 floor factor ``c = sigma_hat_min / (eps_32 ||Z||_2)`` (eq.
     ``jena-floor``) of matrices of exact rank ``r - k`` (``r`` their rank): the matrices
     ``Z`` (B, N n, d), stacked and per sample (at most ``draws`` of each layout), with
@@ -69,12 +72,14 @@ def floor_factors(Z: torch.Tensor, n: int, deficiencies,
     decomposed in float32."""
     d = Z.shape[-1]
     found = []
-    for layout, mats in (("per-sample", Z.reshape(-1, n, d)[:draws]),
-                         ("stacked", Z[:draws])):
+    for layout, mats in (
+        ("per-sample", Z.reshape(-1, n, d)[:draws]),
+        ("stacked", Z[:draws]),
+    ):
         U, S, Vh = torch.linalg.svd(mats.double(), full_matrices=False)
         for k in deficiencies:
             kept = S.clone()
-            kept[:, S.shape[1] - k:] = 0
+            kept[:, S.shape[1] - k :] = 0
             s = torch.linalg.svdvals(((U * kept.unsqueeze(-2)) @ Vh).float())
             c = s[:, -1] / (eps("float32") * s[:, 0])
             found.append(FloorFactor(layout, int(k), c.double().cpu().numpy()))

@@ -11,12 +11,13 @@
   :class:`rcutil.data.DataError` naming the file and the line.
 * :func:`load_split` ties the two together; :func:`pad_batch` turns token lists into a
   right-padded ``(B, T)`` tensor plus the lengths that the classification head needs.
-* :func:`vocabulary` lists the GPT-2 ids that occur in the data (a few thousand of the 50,257)
-  and :func:`to_compact` renumbers tokens into that list, for a model whose embedding keeps
-  only those rows (:meth:`rcutil.gpt2.GPT2Classifier.keep_tokens`).
-* :func:`length_batches` cuts an epoch into batches of sentences of similar length, so that
-  padding to the longest sentence of a batch costs little.
+* :func:`vocabulary` lists the GPT-2 ids that occur in the data (a few thousand of the
+  50,257) and :func:`to_compact` renumbers tokens into that list, for a model whose
+  embedding keeps only those rows (:meth:`rcutil.gpt2.GPT2Classifier.keep_tokens`).
+* :func:`length_batches` cuts an epoch into batches of sentences of similar length, so
+  that padding to the longest sentence of a batch costs little.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,10 @@ SPLITS = {"train": "sst2/train.tsv", "dev": "sst2/dev.tsv"}
 TOKENIZER_FILES = ("gpt2_tokenizer/vocab.json", "gpt2_tokenizer/merges.txt")
 
 
-_GET_FILES = ("call gpt2_tokenizer() without arguments for the verified copies that "
-              "rcutil.data finds or downloads")
+_GET_FILES = (
+    "call gpt2_tokenizer() without arguments for the verified copies that "
+    "rcutil.data finds or downloads"
+)
 
 
 def _read_vocab(path: Path) -> dict[str, int]:
@@ -47,21 +50,35 @@ def _read_vocab(path: Path) -> dict[str, int]:
         text = path.read_bytes().decode("utf-8")
         vocab = json.loads(text)
     except OSError as exc:
-        raise DataError(f"cannot read the GPT-2 vocabulary {path} ({exc.strerror}): "
-                        f"{_GET_FILES}") from None
+        raise DataError(
+            f"cannot read the GPT-2 vocabulary {path} ({exc.strerror}): {_GET_FILES}"
+        ) from None
     except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text (byte {exc.start:,}): it is not "
-                        f"GPT-2's vocab.json; {_GET_FILES}") from None
+        raise DataError(
+            f"{path} is not UTF-8 text (byte {exc.start:,}): it is not "
+            f"GPT-2's vocab.json; {_GET_FILES}"
+        ) from None
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path}, line {exc.lineno}: not JSON ({exc.msg}); it is "
-                        f"truncated or not GPT-2's vocab.json: {_GET_FILES}") from None
-    if not isinstance(vocab, dict) or not vocab or not all(
-            isinstance(k, str) and type(v) is int and v >= 0 for k, v in vocab.items()):
-        raise DataError(f"{path} is not a vocabulary (a JSON object of token -> id, "
-                        f"ids from 0): {_GET_FILES}")
+        raise DataError(
+            f"{path}, line {exc.lineno}: not JSON ({exc.msg}); it is "
+            f"truncated or not GPT-2's vocab.json: {_GET_FILES}"
+        ) from None
+    if (
+        not isinstance(vocab, dict)
+        or not vocab
+        or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in vocab.items()
+        )
+    ):
+        raise DataError(
+            f"{path} is not a vocabulary (a JSON object of token -> id, "
+            f"ids from 0): {_GET_FILES}"
+        )
     if len(set(vocab.values())) != len(vocab):
-        raise DataError(f"{path} gives two tokens the same id: it is not GPT-2's "
-                        f"vocab.json; {_GET_FILES}")
+        raise DataError(
+            f"{path} gives two tokens the same id: it is not GPT-2's "
+            f"vocab.json; {_GET_FILES}"
+        )
     return vocab
 
 
@@ -86,8 +103,9 @@ def check_tokenizer_files(vocab: str | Path, merges: str | Path) -> None:
     try:
         raw = merges.read_bytes()
     except OSError as exc:
-        raise DataError(f"cannot read the GPT-2 merges {merges} ({exc.strerror}): "
-                        f"{_GET_FILES}") from None
+        raise DataError(
+            f"cannot read the GPT-2 merges {merges} ({exc.strerror}): {_GET_FILES}"
+        ) from None
     made: set[str] = set()
     lines = raw.split(b"\n")
     lineno = 0
@@ -96,28 +114,36 @@ def check_tokenizer_files(vocab: str | Path, merges: str | Path) -> None:
         try:
             text = line.decode("utf-8").rstrip("\r")
         except UnicodeDecodeError as exc:
-            raise DataError(f"{merges}, line {lineno}: not UTF-8 text (byte "
-                            f"{exc.start + 1} of the line): {_GET_FILES}") from None
+            raise DataError(
+                f"{merges}, line {lineno}: not UTF-8 text (byte "
+                f"{exc.start + 1} of the line): {_GET_FILES}"
+            ) from None
         if not text or (lineno == 1 and text.startswith("#version")):
             continue
         parts = text.split(" ")
         if len(parts) != 2:
-            raise DataError(f"{merges}, line {lineno}: expected two tokens separated "
-                            f"by a space, got {text[:80]!r}; "
-                            f"{_CUT if cut else 'the file is damaged'}: {_GET_FILES}")
+            raise DataError(
+                f"{merges}, line {lineno}: expected two tokens separated "
+                f"by a space, got {text[:80]!r}; "
+                f"{_CUT if cut else 'the file is damaged'}: {_GET_FILES}"
+            )
         unknown = [t for t in (*parts, "".join(parts)) if t not in tokens]
         if unknown:
             why = _CUT if cut else "the two files do not belong together"
-            raise DataError(f"{merges}, line {lineno}: {unknown[0]!r} is not in "
-                            f"{vocab}: {why}; {_GET_FILES}")
+            raise DataError(
+                f"{merges}, line {lineno}: {unknown[0]!r} is not in "
+                f"{vocab}: {why}; {_GET_FILES}"
+            )
         made.add("".join(parts))
     needed = {t for t in tokens if len(t) > 1 and not _special(t)}
     if made != needed:
         missing = len(needed - made)
-        raise DataError(f"{merges} ends at line {lineno} with {len(made):,} merges, "
-                        f"but {missing:,} of the {len(needed):,} tokens of {vocab} "
-                        f"longer than one character are made by none: the file is cut "
-                        f"short or not the one of this vocabulary; {_GET_FILES}")
+        raise DataError(
+            f"{merges} ends at line {lineno} with {len(made):,} merges, "
+            f"but {missing:,} of the {len(needed):,} tokens of {vocab} "
+            f"longer than one character are made by none: the file is cut "
+            f"short or not the one of this vocabulary; {_GET_FILES}"
+        )
 
 
 @lru_cache(maxsize=4)
@@ -128,8 +154,10 @@ def _tokenizer_from_files(vocab: str, merges: str):
     try:
         bpe = models.BPE.from_file(vocab, merges)
     except Exception as exc:  # tokenizers raises a bare Exception without the file name
-        raise DataError(f"the GPT-2 tokenizer cannot be read from {vocab} and {merges} "
-                        f"({exc}): {_GET_FILES}") from None
+        raise DataError(
+            f"the GPT-2 tokenizer cannot be read from {vocab} and {merges} "
+            f"({exc}): {_GET_FILES}"
+        ) from None
     tok = Tokenizer(bpe)
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -150,7 +178,9 @@ def gpt2_tokenizer(vocab: str | Path | None = None, merges: str | Path | None = 
 def encode(texts: Sequence[str], tokenizer=None) -> list[list[int]]:
     """Token ids of each text (GPT-2 BPE, no special tokens)."""
     if isinstance(texts, str):
-        raise ValueError("texts must be a sequence of strings, not one string: wrap it in a list")
+        raise ValueError(
+            "texts must be a sequence of strings, not one string: wrap it in a list"
+        )
     tok = tokenizer if tokenizer is not None else gpt2_tokenizer()
     return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
 
@@ -183,46 +213,55 @@ def read_tsv(path: str | Path) -> SST2Split:
             try:
                 line = raw.decode("utf-8").rstrip("\n").rstrip("\r")
             except UnicodeDecodeError as exc:
-                raise DataError(f"{path}, line {lineno}: not UTF-8 text (byte "
-                                f"{exc.start + 1} of the line); SST-2 is UTF-8: "
-                                f"replace the file") from None
+                raise DataError(
+                    f"{path}, line {lineno}: not UTF-8 text (byte "
+                    f"{exc.start + 1} of the line); SST-2 is UTF-8: "
+                    f"replace the file"
+                ) from None
             fields = line.split("\t")
             if lineno == 1:
                 if tuple(fields) != HEADER:
                     raise DataError(f"{path}, line 1: {header}, got {line[:80]!r}")
                 continue
             if len(fields) != 2:
-                raise DataError(f"{path}, line {lineno}: expected 2 tab-separated "
-                                f"fields (sentence, label), got {len(fields)}: "
-                                f"{line[:80]!r}")
+                raise DataError(
+                    f"{path}, line {lineno}: expected 2 tab-separated "
+                    f"fields (sentence, label), got {len(fields)}: "
+                    f"{line[:80]!r}"
+                )
             sentence, label = fields[0].rstrip(" "), fields[1].strip()
             if not sentence:
                 raise DataError(f"{path}, line {lineno}: the sentence is empty")
             if label not in ("0", "1"):
-                raise DataError(f"{path}, line {lineno}: the label must be 0 or 1, got "
-                                f"{label!r}")
+                raise DataError(
+                    f"{path}, line {lineno}: the label must be 0 or 1, got {label!r}"
+                )
             sentences.append(sentence)
             labels.append(int(label))
     if path.stat().st_size == 0:
         raise DataError(f"{path}, line 1: the file is empty; {header} and rows")
     if not labels:
-        raise DataError(f"{path} has a header but no rows: it is cut short; replace it "
-                        f"(rcutil.data finds a verified copy of each split)")
+        raise DataError(
+            f"{path} has a header but no rows: it is cut short; replace it "
+            f"(rcutil.data finds a verified copy of each split)"
+        )
     return SST2Split(sentences, labels)
 
 
 def load_split(split: str) -> SST2Split:
-    """The ``train`` (67,349 rows) or ``dev`` (872 rows) split, via :func:`rcutil.data.find`."""
+    """The ``train`` (67,349 rows) or ``dev`` (872 rows) split, via
+    :func:`rcutil.data.find`."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {sorted(SPLITS)}, got {split!r}")
     return read_tsv(find(SPLITS[split]))
 
 
 def pad_batch(ids: Sequence[Sequence[int]], *, max_len: int, pad_id: int = EOS_ID):
-    """Right-pad (and truncate to ``max_len``) token lists: ``(tokens (B, T), lengths (B,))``.
+    """Right-pad (and truncate to ``max_len``) token lists: ``(tokens (B, T), lengths
+    (B,))``.
 
-    ``T`` is the longest (truncated) length in the batch. Right padding leaves every real
-    token's causal attention unchanged, so the model needs no extra mask.
+    ``T`` is the longest (truncated) length in the batch. Right padding leaves every
+    real token's causal attention unchanged, so the model needs no extra mask.
     """
     if max_len < 1:
         raise ValueError(f"max_len must be at least 1, got {max_len}")
@@ -236,9 +275,11 @@ def pad_batch(ids: Sequence[Sequence[int]], *, max_len: int, pad_id: int = EOS_I
     return tokens, torch.as_tensor(lengths, dtype=torch.long)
 
 
-def vocabulary(*token_lists: Sequence[Sequence[int]], pad_id: int = EOS_ID) -> torch.Tensor:
-    """The sorted GPT-2 ids that occur in any of the token lists, plus ``pad_id``: the rows of
-    the embedding that a model of these sentences ever reads."""
+def vocabulary(
+    *token_lists: Sequence[Sequence[int]], pad_id: int = EOS_ID
+) -> torch.Tensor:
+    """The sorted GPT-2 ids that occur in any of the token lists, plus ``pad_id``: the
+    rows of the embedding that a model of these sentences ever reads."""
     ids = {pad_id}
     for lists in token_lists:
         for x in lists:
@@ -254,22 +295,29 @@ def to_compact(tokens: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
     pos = torch.searchsorted(vocab, tokens).clamp(max=len(vocab) - 1)
     missing = vocab[pos] != tokens
     if bool(missing.any()):
-        raise ValueError(f"token id {int(tokens[missing][0])} is not in the vocabulary of "
-                         f"{len(vocab)} ids: build the vocabulary from every split the model reads")
+        raise ValueError(
+            f"token id {int(tokens[missing][0])} is not in the vocabulary of "
+            f"{len(vocab)} ids: build the vocabulary from every split the model reads"
+        )
     return pos
 
 
-def length_batches(lengths: torch.Tensor, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
+def length_batches(
+    lengths: torch.Tensor, batch_size: int, generator: torch.Generator
+) -> list[torch.Tensor]:
     """One epoch of row indices, cut into batches of similar length.
 
-    The rows are shuffled, sorted by length (stable, so equal lengths stay shuffled), cut into
-    batches of ``batch_size`` (the last one may be smaller) and the batches are shuffled, all
-    with ``generator``: every row appears once per epoch, a batch pads its sentences to a
-    length close to theirs, and the order of the batches carries no length trend.
+    The rows are shuffled, sorted by length (stable, so equal lengths stay shuffled),
+    cut into batches of ``batch_size`` (the last one may be smaller) and the batches are
+    shuffled, all with ``generator``: every row appears once per epoch, a batch pads its
+    sentences to a length close to theirs, and the order of the batches carries no
+    length trend.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     perm = torch.randperm(len(lengths), generator=generator)
     rows = perm[torch.sort(lengths[perm], stable=True).indices]
     batches = list(rows.split(batch_size))
-    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+    return [
+        batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()
+    ]

@@ -9,6 +9,7 @@
 * the evaluation of a model on a set of sentences: loss, error and the ranks of the last
   block's attention-layer output (:func:`evaluate`).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,24 +36,41 @@ def prepare_data(settings: dict) -> dict:
     order = torch.randperm(len(train), generator=gen)
     n_train = len(train) if settings["n_train"] is None else settings["n_train"]
     if not 1 <= settings["n_train_eval"] <= n_train:
-        raise ValueError(f"n_train_eval must lie in [1, n_train={n_train}], got "
-                         f"{settings['n_train_eval']}")
-    rows = {"train": order[:n_train].tolist(),
-            "dev": list(range(len(dev))) if settings["n_dev"] is None else
-            torch.randperm(len(dev), generator=gen)[:settings["n_dev"]].tolist()}
+        raise ValueError(
+            f"n_train_eval must lie in [1, n_train={n_train}], got "
+            f"{settings['n_train_eval']}"
+        )
+    rows = {
+        "train": order[:n_train].tolist(),
+        "dev": list(range(len(dev)))
+        if settings["n_dev"] is None
+        else torch.randperm(len(dev), generator=gen)[: settings["n_dev"]].tolist(),
+    }
     split = {"train": train, "dev": dev}
     tok = sst2_data.gpt2_tokenizer()
-    ids = {k: [x[:settings["max_len"]] for x in sst2_data.encode(
-               [split[k].sentences[i] for i in rows[k]], tok)] for k in split}
+    ids = {
+        k: [
+            x[: settings["max_len"]]
+            for x in sst2_data.encode([split[k].sentences[i] for i in rows[k]], tok)
+        ]
+        for k in split
+    }
     vocab = sst2_data.vocabulary(ids["train"], ids["dev"])
     out = {}
     for k in split:
         tokens, lengths = sst2_data.pad_batch(ids[k], max_len=settings["max_len"])
-        out[k] = (sst2_data.to_compact(tokens, vocab), lengths,
-                  torch.tensor([split[k].labels[i] for i in rows[k]]))
+        out[k] = (
+            sst2_data.to_compact(tokens, vocab),
+            lengths,
+            torch.tensor([split[k].labels[i] for i in rows[k]]),
+        )
     n_eval = settings["n_train_eval"]
-    return {**out, "train_eval": tuple(t[:n_eval] for t in out["train"]),
-            "vocabulary": vocab, "n_train_rows": len(train)}
+    return {
+        **out,
+        "train_eval": tuple(t[:n_eval] for t in out["train"]),
+        "vocabulary": vocab,
+        "n_train_rows": len(train),
+    }
 
 
 def pretrained_weights(settings: dict):
@@ -62,9 +80,18 @@ def pretrained_weights(settings: dict):
     return path, gpt2.read_hf_gpt2(path, max(settings["layers"]))
 
 
-def make_model(settings: dict, init: str, layers: int, residual: bool, seed: int,
-               vocab: torch.Tensor, device="cpu", *, weights=None,
-               scaled_projections: bool = True) -> gpt2.GPT2Classifier:
+def make_model(
+    settings: dict,
+    init: str,
+    layers: int,
+    residual: bool,
+    seed: int,
+    vocab: torch.Tensor,
+    device="cpu",
+    *,
+    weights=None,
+    scaled_projections: bool = True,
+) -> gpt2.GPT2Classifier:
     """The model of one run, its embedding cut to the rows of ``vocab``.
 
     ``scratch``: GPT-2's initialisation of the 50,257-token model from ``seed`` (output
@@ -73,15 +100,21 @@ def make_model(settings: dict, init: str, layers: int, residual: bool, seed: int
     (``weights`` from :func:`pretrained_weights`, else read now), a new head from
     ``seed``. Without residuals the same weights lose both skips (eq.
     ``sst2-block-wo``)."""
-    config = gpt2.GPT2Config(n_layer=layers, n_head=settings["n_head"],
-                             d_model=settings["d_model"], d_ff=settings["d_ff"],
-                             residual=residual, scaled_projections=scaled_projections)
+    config = gpt2.GPT2Config(
+        n_layer=layers,
+        n_head=settings["n_head"],
+        d_model=settings["d_model"],
+        d_ff=settings["d_ff"],
+        residual=residual,
+        scaled_projections=scaled_projections,
+    )
     if init == "scratch":
         model = gpt2.GPT2Classifier(config, seed=seed)
     elif init == "pretrained":
         path, state = weights or pretrained_weights(dict(settings, layers=[layers]))
-        model = gpt2.from_hf_state_dict(state, layers, residual=residual, seed=seed,
-                                        config=config, source=str(path))
+        model = gpt2.from_hf_state_dict(
+            state, layers, residual=residual, seed=seed, config=config, source=str(path)
+        )
     else:
         raise ValueError(f"init must be one of {INITS}, got {init!r}")
     return model.keep_tokens(vocab).to(device)
@@ -103,8 +136,10 @@ def make_optimizer(model: gpt2.GPT2Classifier, settings: dict, lr: float):
     (not on biases and LayerNorm gains), and the schedule :func:`lr_factor`."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": settings["weight_decay"]},
-              {"params": no_decay, "weight_decay": 0.0}]
+    groups = [
+        {"params": decay, "weight_decay": settings["weight_decay"]},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
     opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(settings["betas"]), fused=True)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda t: lr_factor(t, settings))
 
@@ -113,25 +148,43 @@ def autocast_dtype(settings: dict, device) -> torch.dtype | None:
     """``torch.bfloat16`` for ``precision`` ``bf16`` on a CUDA GPU that supports it,
     else ``None`` (float32); bf16 asked for where it cannot run gives a warning."""
     if settings["precision"] not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got "
-                         f"{settings['precision']!r}")
+        raise ValueError(
+            f"precision must be one of {PRECISIONS}, got {settings['precision']!r}"
+        )
     if settings["precision"] == "float32":
         return None
-    if str(device).startswith("cuda") and torch.cuda.is_available() \
-            and torch.cuda.is_bf16_supported():
+    if (
+        str(device).startswith("cuda")
+        and torch.cuda.is_available()
+        and torch.cuda.is_bf16_supported()
+    ):
         return torch.bfloat16
-    warnings.warn(f"precision bf16 needs a CUDA device with bf16 support; {device} "
-                  f"runs in float32", RuntimeWarning, stacklevel=2)
+    warnings.warn(
+        f"precision bf16 needs a CUDA device with bf16 support; {device} "
+        f"runs in float32",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     return None
 
 
-def train_step(model, opt, sched, tokens, lengths, labels, *, grad_clip: float,
-               amp: torch.dtype | None = None) -> torch.Tensor:
+def train_step(
+    model,
+    opt,
+    sched,
+    tokens,
+    lengths,
+    labels,
+    *,
+    grad_clip: float,
+    amp: torch.dtype | None = None,
+) -> torch.Tensor:
     """One step: eqs. ``sst2-embed``-``sst2-head``, the mean cross-entropy, backward,
     the gradient clipped to norm ``grad_clip``, AdamW and the schedule. Returns the
     batch loss as a tensor, without waiting for it."""
-    with torch.autocast(tokens.device.type, dtype=amp or torch.float32,
-                        enabled=amp is not None):
+    with torch.autocast(
+        tokens.device.type, dtype=amp or torch.float32, enabled=amp is not None
+    ):
         loss = F.cross_entropy(model(tokens, lengths), labels)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -142,8 +195,17 @@ def train_step(model, opt, sched, tokens, lengths, labels, *, grad_clip: float,
 
 
 @torch.no_grad()
-def evaluate(model, tokens, lengths, labels, *, batch_size=128, device="cpu",
-             rank: bool = False, amp: torch.dtype | None = None) -> dict:
+def evaluate(
+    model,
+    tokens,
+    lengths,
+    labels,
+    *,
+    batch_size=128,
+    device="cpu",
+    rank: bool = False,
+    amp: torch.dtype | None = None,
+) -> dict:
     """Loss, error (1 - accuracy) and, with ``rank``, the stable and effective ranks of
     the last block's ``z`` stacked over every real token; sentences go in order of
     length, ``batch_size`` at a time."""
@@ -151,12 +213,13 @@ def evaluate(model, tokens, lengths, labels, *, batch_size=128, device="cpu",
     order = torch.argsort(lengths)
     loss_sum, wrong, rows = 0.0, 0, []
     for i in range(0, len(order), batch_size):
-        idx = order[i:i + batch_size]
+        idx = order[i : i + batch_size]
         T = int(lengths[idx].max())
         x, n, y = (t[idx].to(device) for t in (tokens, lengths, labels))
         x = x[:, :T]
-        with torch.autocast(x.device.type, dtype=amp or torch.float32,
-                            enabled=amp is not None):
+        with torch.autocast(
+            x.device.type, dtype=amp or torch.float32, enabled=amp is not None
+        ):
             out = model(x, n, return_attention=True) if rank else None
             logits = (out.logits if rank else model(x, n)).float()
         loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
@@ -168,8 +231,9 @@ def evaluate(model, tokens, lengths, labels, *, batch_size=128, device="cpu",
     res = {"loss": loss_sum / len(order), "error": wrong / len(order)}
     if rank:
         Z = torch.cat(rows).float()
-        res.update(stable_rank=float(stable_rank(Z)),
-                   effective_rank=float(effective_rank(Z)))
+        res.update(
+            stable_rank=float(stable_rank(Z)), effective_rank=float(effective_rank(Z))
+        )
     return res
 
 

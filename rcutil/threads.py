@@ -11,6 +11,7 @@
   :func:`torch_threads` with one thread: measured on two cores, a second thread made
   100 small GD steps ten times slower.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -19,6 +19,7 @@ spectrum, and the search returns a value the second derivative does reach (a loc
 maximum over directions, not a certified global one). A ratio to the bound above 1
 would disprove the bound; a small ratio is the bound's slack or the search's.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,9 @@ def flat_maps(model, X: torch.Tensor, Y: torch.Tensor):
         return {k: t.view(s) for k, t, s in zip(names, flat.split(sizes), shapes)}
 
     def H_of(flat):
-        out = torch.func.functional_call(model, params(flat), (X,),
-                                         {"return_all": True})
+        out = torch.func.functional_call(
+            model, params(flat), (X,), {"return_all": True}
+        )
         return out.features.reshape(-1)
 
     def Phi_of(flat):
@@ -58,8 +60,9 @@ def flat_maps(model, X: torch.Tensor, Y: torch.Tensor):
     return theta, H_of, Phi_of
 
 
-def jacobian_norm(f, theta: torch.Tensor, *, iterations: int, seed: int = 0
-                  ) -> tuple[float, torch.Tensor]:
+def jacobian_norm(
+    f, theta: torch.Tensor, *, iterations: int, seed: int = 0
+) -> tuple[float, torch.Tensor]:
     """``(||Df(theta)||_2, v)``, ``v`` the top right singular vector: Lanczos on
     ``Df^T Df`` from a seeded start (one JVP and one VJP a step)."""
     start = hessian.random_unit(theta.shape, seed, like=theta)
@@ -67,30 +70,40 @@ def jacobian_norm(f, theta: torch.Tensor, *, iterations: int, seed: int = 0
     return math.sqrt(max(float(lam), 0.0)), v
 
 
-def hessian_norm(Phi, theta: torch.Tensor, *, iterations: int, seed: int = 0
-                 ) -> tuple[float, torch.Tensor]:
+def hessian_norm(
+    Phi, theta: torch.Tensor, *, iterations: int, seed: int = 0
+) -> tuple[float, torch.Tensor]:
     """``(lambda, v)``: the eigenvalue of largest absolute value of ``Hess Phi(theta)``
     (sign kept) and its eigenvector, by Lanczos on Hessian-vector products from a seeded
     start."""
     start = hessian.random_unit(theta.shape, seed, like=theta)
-    lam, v = hessian.lanczos(hessian.hvp(Phi, theta), start, iterations=iterations,
-                             which="magnitude")
+    lam, v = hessian.lanczos(
+        hessian.hvp(Phi, theta), start, iterations=iterations, which="magnitude"
+    )
     return float(lam), v
 
 
 def second_derivative(f, theta: torch.Tensor):
     """``v -> D^2 f(theta)[v, v]``, the second derivative of ``t -> f(theta + t v)``
     at 0 (nested JVPs)."""
+
     def along(v):
         def first(x):
             return torch.func.jvp(f, (x,), (v,))[1]
+
         return torch.func.jvp(first, (theta,), (v,))[1]
+
     return along
 
 
-def top_second(f, theta: torch.Tensor, starts: torch.Tensor, *, steps: int,
-               lanczos_steps: int = SEARCH_LANCZOS_STEPS
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+def top_second(
+    f,
+    theta: torch.Tensor,
+    starts: torch.Tensor,
+    *,
+    steps: int,
+    lanczos_steps: int = SEARCH_LANCZOS_STEPS,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(best, first)``: per start (a row of ``starts``), the largest
     ``||D^2 f(theta)[v, v]||`` over unit ``v`` that the search reaches, and the value at
     the start.
@@ -118,13 +131,23 @@ def top_second(f, theta: torch.Tensor, starts: torch.Tensor, *, steps: int,
             def one(u, w):
                 grad = torch.func.grad(lambda t: torch.dot(u, f(t)))
                 return torch.func.jvp(grad, (theta,), (w,))[1]
+
             return torch.func.vmap(one)(U, W)
+
         _, V = hessian.lanczos(op, V, iterations=lanczos_steps, which="magnitude")
     return best, first
 
 
-def measure(model, X: torch.Tensor, Y: torch.Tensor, bounds: dict, *, iterations: int,
-            seed: int = 0, starts: int = STARTS) -> dict[str, dict[str, float]]:
+def measure(
+    model,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    bounds: dict,
+    *,
+    iterations: int,
+    seed: int = 0,
+    starts: int = STARTS,
+) -> dict[str, dict[str, float]]:
     """Measured value, bound and ratio of ``G_H``, ``K_H`` and ``C`` at the model's
     current parameters; every measured value is a lower estimate (module doc).
 
@@ -143,14 +166,21 @@ def measure(model, X: torch.Tensor, Y: torch.Tensor, bounds: dict, *, iterations
     norm_DH, v = jacobian_norm(H_of, theta, iterations=iterations, seed=seed)
     lam, _ = hessian_norm(Phi_of, theta, iterations=iterations, seed=seed)
     random = hessian.random_unit((starts - 1, theta.numel()), seed + 1, like=theta)
-    best, first = top_second(H_of, theta, torch.cat([v.unsqueeze(0), random]),
-                             steps=math.ceil(iterations / SEARCH_LANCZOS_STEPS))
+    best, first = top_second(
+        H_of,
+        theta,
+        torch.cat([v.unsqueeze(0), random]),
+        steps=math.ceil(iterations / SEARCH_LANCZOS_STEPS),
+    )
     true = {"G_H": norm_DH, "K_H": float(best.max()), "C": abs(lam)}
     out = {}
     for key, value in true.items():
         bound = float(bounds[key])
-        out[key] = {"true": value, "bound": bound,
-                    "ratio": value / bound if bound > 0 else math.inf}
+        out[key] = {
+            "true": value,
+            "bound": bound,
+            "ratio": value / bound if bound > 0 else math.inf,
+        }
     out["K_H"]["along_top_direction"] = float(first[0])
     out["K_H"]["per_start"] = best.tolist()
     out["C"]["eigenvalue"] = lam

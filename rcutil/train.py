@@ -3,6 +3,7 @@
 ``theta_{t+1} = theta_t - mu grad Phi(theta_t)`` (eq. ``gd`` of the book), where
 ``Phi = 1/2 ||F(X) - Y||^2`` is summed over the whole training set.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -24,10 +25,11 @@ class TrainingDiverged(FloatingPointError):
 class History:
     """What :func:`gradient_descent` records, one entry per iterate ``t = 0 .. steps``.
 
-    ``sigma_min`` and ``sigma_max`` are those of the stacked ``(N n) x d`` attention-layer
-    output ``Z_t`` of the last block (for one layer, the paper's ``Z``); ``grad_norm`` is the
-    Euclidean norm of the full gradient ``grad Phi(theta_t)``; ``observed`` holds what the
-    ``observe`` argument of :func:`gradient_descent` returned, one list per name.
+    ``sigma_min`` and ``sigma_max`` are those of the stacked ``(N n) x d``
+    attention-layer output ``Z_t`` of the last block (for one layer, the paper's ``Z``);
+    ``grad_norm`` is the Euclidean norm of the full gradient ``grad Phi(theta_t)``;
+    ``observed`` holds what the ``observe`` argument of :func:`gradient_descent`
+    returned, one list per name.
     """
 
     step_size: float
@@ -52,25 +54,39 @@ def _check_targets(model, X, Y):
         Y = Y.unsqueeze(0)
     expected = (X.shape[0], X.shape[1], model.d_out)
     if tuple(Y.shape) != expected:
-        raise ValueError(f"Y has shape {tuple(Y.shape)}, expected {expected} (N, n, d_out)")
+        raise ValueError(
+            f"Y has shape {tuple(Y.shape)}, expected {expected} (N, n, d_out)"
+        )
     if Y.dtype != X.dtype or Y.device != X.device:
-        raise ValueError(f"Y is {Y.dtype} on {Y.device} but X is {X.dtype} on {X.device}: pass "
-                         f"Y.to(X) so that both match the model")
+        raise ValueError(
+            f"Y is {Y.dtype} on {Y.device} but X is {X.dtype} on {X.device}: pass "
+            f"Y.to(X) so that both match the model"
+        )
     if not torch.isfinite(Y).all():
         raise ValueError("Y contains NaN or inf")
     return Y
 
 
-def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, steps: int,
-                     progress: bool = False, desc: str = "GD",
-                     observe: Callable[[object], Mapping[str, float]] | None = None) -> History:
-    """Run ``steps`` steps of full-batch GD at the constant step ``mu`` (eq. ``gd``), in place.
+def gradient_descent(
+    model,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    *,
+    mu: float,
+    steps: int,
+    progress: bool = False,
+    desc: str = "GD",
+    observe: Callable[[object], Mapping[str, float]] | None = None,
+) -> History:
+    """Run ``steps`` steps of full-batch GD at the constant step ``mu`` (eq. ``gd``), in
+    place.
 
     At every iterate it records the loss, ``sigma_min(Z_t)``, ``sigma_max(Z_t)`` and
-    ``||grad Phi(theta_t)||``; ``observe(out)``, if given, is called there too with the forward
-    pass (a :class:`~rcutil.model.ModelOutput` at ``theta_t``) and returns name -> number to
-    record in ``History.observed``. If the loss or the gradient stops being finite it raises
-    :class:`TrainingDiverged`, naming the step and suggesting a smaller ``mu``.
+    ``||grad Phi(theta_t)||``; ``observe(out)``, if given, is called there too with the
+    forward pass (a :class:`~rcutil.model.ModelOutput` at ``theta_t``) and returns name
+    -> number to record in ``History.observed``. If the loss or the gradient stops being
+    finite it raises :class:`TrainingDiverged`, naming the step and suggesting a smaller
+    ``mu``.
     """
     from .model import squared_loss  # local: keeps the import graph flat
 
@@ -82,8 +98,11 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
     Y = _check_targets(model, X, Y)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
-        raise ValueError("every parameter of the model is frozen (requires_grad=False), so gradient "
-                         "descent has nothing to train: unfreeze some, e.g. model.requires_grad_(True)")
+        raise ValueError(
+            "every parameter of the model is frozen (requires_grad=False), so gradient "
+            "descent has nothing to train: unfreeze some, e.g. "
+            "model.requires_grad_(True)"
+        )
     hist = History(step_size=mu)
     for t in loop(steps + 1, desc=desc, unit="GD step", progress=progress):
         out = model(X, return_all=True)
@@ -111,7 +130,6 @@ def gradient_descent(model, X: torch.Tensor, Y: torch.Tensor, *, mu: float, step
             for p, g in zip(params, grads):
                 p.sub_(mu * g)
     return hist
-
 
 
 # ---------------------------------------------------------------- many models at once
@@ -148,7 +166,8 @@ def _check_finite(loss: torch.Tensor, t: int, stack, step: str, setting: str) ->
         raise TrainingDiverged(
             f"training diverged at step {t} for models {bad} (beta "
             f"{[round(x, 4) for x in stack.beta[bad].tolist()]}, {step}): lower "
-            f"{setting}, for example halve it")
+            f"{setting}, for example halve it"
+        )
 
 
 def _steps_count(steps) -> int:
@@ -158,10 +177,18 @@ def _steps_count(steps) -> int:
 
 
 def batched_gradient_descent(
-        stack, X: torch.Tensor, Y: torch.Tensor, *, mu, steps: int,
-        observe: Callable[[torch.Tensor, object], Mapping] | None = None,
-        observe_every: int | None = None, progress: bool = False, desc: str = "GD",
-        setting: str = "mu") -> BatchedHistory:
+    stack,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    *,
+    mu,
+    steps: int,
+    observe: Callable[[torch.Tensor, object], Mapping] | None = None,
+    observe_every: int | None = None,
+    progress: bool = False,
+    desc: str = "GD",
+    setting: str = "mu",
+) -> BatchedHistory:
     """Full-batch GD (eq. ``gd``) of the B one-layer models of ``stack`` (a
     :class:`rcutil.model.Stack`) on the samples they share, model ``b`` at its own
     constant step ``mu[b]`` (``mu``: one number, or B). On the CPU a step is the
@@ -177,24 +204,34 @@ def batched_gradient_descent(
     mu = torch.as_tensor(mu, dtype=stack.beta.dtype, device=stack.beta.device)
     mu = mu.expand(B) if mu.dim() == 0 else mu
     if mu.shape != (B,):
-        raise ValueError(f"mu must be one step size or one per model ({B}), got "
-                         f"{tuple(mu.shape)}")
+        raise ValueError(
+            f"mu must be one step size or one per model ({B}), got {tuple(mu.shape)}"
+        )
     for b, m in enumerate(mu.tolist()):
         validate.positive(f"mu of model {b} (its step size)", m)
     every = validate.positive_int("observe_every", observe_every or steps + 1)
     starts = sorted(set(range(0, steps + 1, every)) | {steps})
     segments = [range(a, b) for a, b in zip(starts, starts[1:] + [steps + 1])]
-    step, hist = _batched_step(X), {k: np.full((B, steps + 1), np.nan) for k in
-                                    ("loss", "sigma_min", "sigma_max")}
+    step, hist = (
+        _batched_step(X),
+        {
+            k: np.full((B, steps + 1), np.nan)
+            for k in ("loss", "sigma_min", "sigma_max")
+        },
+    )
     observed: dict[str, list] = {}
     mu_text = f"mu {[f'{m:.3g}' for m in mu.tolist()]}"
     s = stack._replace(W={k: v.detach().clone() for k, v in stack.W.items()})
-    for segment in loop(segments, desc=f"{desc}, segments", unit="segment",
-                        progress=progress and len(segments) > 1):
+    for segment in loop(
+        segments,
+        desc=f"{desc}, segments",
+        unit="segment",
+        progress=progress and len(segments) > 1,
+    ):
         for t in loop(segment, desc=desc, unit="GD step", progress=progress):
             loss, grad, Z = step(s, X, Y)
             _check_finite(loss, t, s, mu_text, setting)
-            sv = torch.linalg.svdvals(torch.linalg.qr(Z, mode="r")[1])    # those of Z
+            sv = torch.linalg.svdvals(torch.linalg.qr(Z, mode="r")[1])  # those of Z
             hist["loss"][:, t] = loss.cpu().numpy()
             hist["sigma_min"][:, t] = sv[:, -1].cpu().numpy()
             hist["sigma_max"][:, t] = sv[:, 0].cpu().numpy()
@@ -206,13 +243,27 @@ def batched_gradient_descent(
         if observe is not None:
             for name, value in observe(*first).items():
                 observed.setdefault(name, []).append(np.asarray(value, dtype=float))
-    return BatchedHistory(mu.cpu().numpy(), hist["loss"], hist["sigma_min"],
-                          hist["sigma_max"], starts,
-                          {k: np.stack(v, axis=-1) for k, v in observed.items()}, s)
+    return BatchedHistory(
+        mu.cpu().numpy(),
+        hist["loss"],
+        hist["sigma_min"],
+        hist["sigma_max"],
+        starts,
+        {k: np.stack(v, axis=-1) for k, v in observed.items()},
+        s,
+    )
 
 
-def batched_adam(stack, X: torch.Tensor, Y: torch.Tensor, *, lr: float, steps: int,
-                 progress: bool = False, desc: str = "Adam") -> np.ndarray:
+def batched_adam(
+    stack,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    *,
+    lr: float,
+    steps: int,
+    progress: bool = False,
+    desc: str = "Adam",
+) -> np.ndarray:
     """Full-batch Adam (:class:`torch.optim.Adam`, its defaults, the rate ``lr`` falling
     to 0 on a cosine) of the B one-layer models of ``stack``: Adam acts entry by entry,
     so on the stacked weights it is B independent runs. Returns the loss, (B, steps +

@@ -1,17 +1,20 @@
-"""Write every chapter of the book as a Jupyter notebook, for Colab, Binder and downloads.
+"""Write every chapter of the book as a Jupyter notebook, for Colab, Binder and
+downloads.
 
     python scripts/build_notebooks.py --out DIR [--commit SHA] [--executed CACHE]
 
-Each MyST chapter ``book/NAME.md`` becomes ``DIR/book/NAME.ipynb``. Its first cell installs the
-book's package ``rcutil`` at the commit the notebooks were built from (``--commit``, by default
-the checkout's ``HEAD``) when the kernel lacks it, as on Colab. Its Markdown is plain Markdown
-that Jupyter, Colab and GitHub render: MyST's directives, roles and labels become what they
-show on the website (equation and figure numbers, chapter titles, cited authors, the code an
-``{literalinclude}`` shows), and a glued number becomes its value in the executed book when
-``--executed`` names the book build's jupyter-cache (the publish workflow passes the ``book``
-profile's). The publish workflow commits these files to the ``notebooks`` branch, which the
-launch buttons of the website open.
+Each MyST chapter ``book/NAME.md`` becomes ``DIR/book/NAME.ipynb``. Its first cell
+installs the book's package ``rcutil`` at the commit the notebooks were built from
+(``--commit``, by default the checkout's ``HEAD``) when the kernel lacks it, as on
+Colab. Its Markdown is plain Markdown that Jupyter, Colab and GitHub render: MyST's
+directives, roles and labels become what they show on the website (equation and figure
+numbers, chapter titles, cited authors, the code an ``{literalinclude}`` shows), and a
+glued number becomes its value in the executed book when ``--executed`` names the book
+build's jupyter-cache (the publish workflow passes the ``book`` profile's). The publish
+workflow commits these files to the ``notebooks`` branch, which the launch buttons of
+the website open.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,24 +31,28 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 SETUP = """\
-# Set-up for Colab and other fresh kernels: this chapter needs the book's package rcutil, at
-# the commit the notebook was built from, and myst-nb (for glue); each is installed once,
-# when it is missing.
+# Set-up for Colab and other fresh kernels: this chapter needs the book's package
+# rcutil, at the commit the notebook was built from, and myst-nb (for glue); each is
+# installed once, when it is missing.
 import importlib.util, subprocess, sys
 need = {{"rcutil": "rcutil @ git+{repo}@{commit}", "myst_nb": "myst-nb"}}
-missing = [req for module, req in need.items() if importlib.util.find_spec(module) is None]
+missing = [req for module, req in need.items()
+           if importlib.util.find_spec(module) is None]
 if missing:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", *missing])"""
 
-NOTE = ("*This notebook is a chapter of the book \u201c{title}\u201d, built from commit `{short}`. The "
-        "numbers quoted in the text are those of the published book (profile `book`); the "
-        "cells compute them again for the profile you choose (`RCUTIL_PROFILE`, default "
-        "`ci`).*")
+NOTE = (
+    "*This notebook is a chapter of the book \u201c{title}\u201d, built from commit "
+    "`{short}`. The "
+    "numbers quoted in the text are those of the published book (profile `book`); the "
+    "cells compute them again for the profile you choose (`RCUTIL_PROFILE`, default "
+    "`ci`).*"
+)
 
 
 def chapters(book: Path = ROOT / "book") -> list[Path]:
-    """The chapters that are notebooks (MyST with jupytext front matter), in the order of
-    ``_toc.yml`` (chapters not in it last)."""
+    """The chapters that are notebooks (MyST with jupytext front matter), in the order
+    of ``_toc.yml`` (chapters not in it last)."""
     found = [p for p in book.glob("*.md") if "format_name: myst" in p.read_text()[:500]]
     order = {Path(f).name: i for i, f in enumerate(toc_files(book.parent))}
     return sorted(found, key=lambda p: (order.get(p.stem, len(order)), p.stem))
@@ -59,12 +66,13 @@ def toc_files(root: Path) -> list[str]:
     return files
 
 
-# --------------------------------------------------------------------------- what the book knows
+# --------------------------------------------------------------------------- what the
+# book knows
 @dataclass
 class Book:
-    """What a chapter's Markdown refers to across the book: chapter titles by label, figure
-    numbers (numbered through the book, as on the website), theorem-like blocks by label,
-    cited works, and glued values by name."""
+    """What a chapter's Markdown refers to across the book: chapter titles by label,
+    figure numbers (numbered through the book, as on the website), theorem-like blocks
+    by label, cited works, and glued values by name."""
 
     titles: dict[str, str] = field(default_factory=dict)
     figures: dict[str, int] = field(default_factory=dict)
@@ -93,12 +101,15 @@ def read_book(paths: list[Path], bib: Path) -> Book:
         for kind, title, label in PRF.findall(text):
             if label:
                 name = kind.capitalize()
-                book.blocks[label] = f"{name} ({title.strip()})" if title.strip() else name
+                book.blocks[label] = (
+                    f"{name} ({title.strip()})" if title.strip() else name
+                )
     return book
 
 
 def read_bib(path: Path) -> dict[str, tuple[str, str]]:
-    """key -> (authors as cited, year) from a BibTeX file: "Qin et al." or "Qin and Zhou"."""
+    """key -> (authors as cited, year) from a BibTeX file: "Qin et al." or "Qin and
+    Zhou"."""
     out = {}
     for entry in re.split(r"\n@", "\n" + path.read_text())[1:]:
         key = re.match(r"\w+\{([^,]+),", entry)
@@ -106,12 +117,23 @@ def read_bib(path: Path) -> dict[str, tuple[str, str]]:
             continue
         author = re.search(r"\bauthor\s*=\s*[{\"](.+?)[}\"],?\s*\n", entry, re.S)
         year = re.search(r"\byear\s*=\s*[{\"]?(\d{4})", entry)
-        names = [a.split(",")[0].strip(" {}") for a in
-                 re.split(r"\s+and\s+", author[1])] if author else ["Anonymous"]
+        names = (
+            [a.split(",")[0].strip(" {}") for a in re.split(r"\s+and\s+", author[1])]
+            if author
+            else ["Anonymous"]
+        )
         names = [n.split()[-1] if "," not in n and " " in n else n for n in names]
-        cited = (names[0] if len(names) == 1 else f"{names[0]} and {names[1]}"
-                 if len(names) == 2 else f"{names[0]} et al.")
-        out[key[1].strip()] = (cited.replace("others", "").strip(), year[1] if year else "")
+        cited = (
+            names[0]
+            if len(names) == 1
+            else f"{names[0]} and {names[1]}"
+            if len(names) == 2
+            else f"{names[0]} et al."
+        )
+        out[key[1].strip()] = (
+            cited.replace("others", "").strip(),
+            year[1] if year else "",
+        )
     return out
 
 
@@ -134,7 +156,8 @@ def read_glue(cache: Path) -> dict[str, dict[str, str]]:
     return out
 
 
-# --------------------------------------------------------------------------- MyST -> Markdown
+# --------------------------------------------------------------------------- MyST ->
+# Markdown
 def glue_value(raw: str, fmt: str) -> str:
     """A glued value (its ``repr``) in the format of the ``{glue:text}`` role."""
     try:
@@ -149,7 +172,8 @@ def glue_value(raw: str, fmt: str) -> str:
 
 def python_source(path: Path, options: dict[str, str]) -> str:
     """The code a ``{literalinclude}`` shows: a ``:pyobject:`` (``name`` or
-    ``Class.method``), cut by ``:start-at:``/``:end-before:``/``:end-at:``, ``:dedent:``."""
+    ``Class.method``), cut by ``:start-at:``/``:end-before:``/``:end-at:``,
+    ``:dedent:``."""
     text = path.read_text()
     if "pyobject" in options:
         tree = ast.parse(text)
@@ -157,16 +181,18 @@ def python_source(path: Path, options: dict[str, str]) -> str:
         for part in options["pyobject"].split("."):
             node = next(n for n in node.body if getattr(n, "name", None) == part)
         lines = text.splitlines()
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        text = "\n".join(lines[start - 1:node.end_lineno])
+        start = min(
+            [node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]
+        )
+        text = "\n".join(lines[start - 1 : node.end_lineno])
     if "start-at" in options:
         i = text.index(options["start-at"])
-        text = text[text.rfind("\n", 0, i) + 1:]   # from the start of that line
+        text = text[text.rfind("\n", 0, i) + 1 :]  # from the start of that line
     if "end-before" in options:
-        text = text[:text.index(options["end-before"])]
+        text = text[: text.index(options["end-before"])]
     if "end-at" in options:
         i = text.index(options["end-at"])
-        text = text[:text.find("\n", i) if "\n" in text[i:] else len(text)]
+        text = text[: text.find("\n", i) if "\n" in text[i:] else len(text)]
     lines = text.rstrip().splitlines()
     if "dedent" in options or "start-at" in options:
         indent = min((len(s) - len(s.lstrip()) for s in lines if s.strip()), default=0)
@@ -189,8 +215,11 @@ class Converter:
     # ------------------------------------------------------------ roles
     def role(self, m: re.Match) -> str:
         name, arg = m.group(1), m.group(2)
-        text, target = (re.match(r"(.*?)\s*<([^>]+)>$", arg).groups() if
-                        re.match(r".*<[^>]+>$", arg) else (None, arg))
+        text, target = (
+            re.match(r"(.*?)\s*<([^>]+)>$", arg).groups()
+            if re.match(r".*<[^>]+>$", arg)
+            else (None, arg)
+        )
         if name == "eq":
             return f"({self.equations.get(target, target)})"
         if name == "numref":
@@ -200,7 +229,10 @@ class Converter:
         if name == "prf:ref":
             return text or self.book.blocks.get(target, target)
         if name.startswith("cite"):
-            works = [self.book.citations.get(k.strip(), (k.strip(), "")) for k in arg.split(",")]
+            works = [
+                self.book.citations.get(k.strip(), (k.strip(), ""))
+                for k in arg.split(",")
+            ]
             if name == "cite:t":
                 return "; ".join(f"{a} ({y})" for a, y in works)
             return "(" + "; ".join(f"{a}, {y}" for a, y in works) + ")"
@@ -227,8 +259,11 @@ class Converter:
         rest = self.convert("\n".join(lines).strip("\n"))
         if name == "literalinclude":
             code = python_source((self.path.parent / arg.strip()).resolve(), options)
-            caption = self.inline(options["caption"].strip('"')) if "caption" in options else \
-                f"`{Path(arg.strip()).name}`"
+            caption = (
+                self.inline(options["caption"].strip('"'))
+                if "caption" in options
+                else f"`{Path(arg.strip()).name}`"
+            )
             return f"*{caption}:*\n\n```python\n{code}\n```"
         if name == "admonition":
             quoted = "\n".join(f"> {s}" if s else ">" for s in rest.split("\n"))
@@ -281,17 +316,20 @@ class Converter:
                         self.equations[m.group(2)] = len(self.equations) + 1
 
 
-def convert(md: Path, repo: str, commit: str, book: Book | None = None,
-            title: str = "") -> nbformat.NotebookNode:
-    """The notebook of chapter ``md``: the install cell, a note, then the chapter with its
-    Markdown made plain and every figure's caption written under it."""
+def convert(
+    md: Path, repo: str, commit: str, book: Book | None = None, title: str = ""
+) -> nbformat.NotebookNode:
+    """The notebook of chapter ``md``: the install cell, a note, then the chapter with
+    its Markdown made plain and every figure's caption written under it."""
     paths = chapters(md.parent)
     book = book or read_book(paths, md.parent / "references.bib")
     nb = jupytext.read(md)
     conv = Converter(md, book, book.glue.get(md.stem, {}))
     conv.number_equations(nb.cells)
-    cells = [nbformat.v4.new_code_cell(SETUP.format(repo=repo, commit=commit)),
-             nbformat.v4.new_markdown_cell(NOTE.format(title=title, short=commit[:12]))]
+    cells = [
+        nbformat.v4.new_code_cell(SETUP.format(repo=repo, commit=commit)),
+        nbformat.v4.new_markdown_cell(NOTE.format(title=title, short=commit[:12])),
+    ]
     cells[0].metadata["tags"] = ["remove-cell"]
     for cell in nb.cells:
         if cell.cell_type == "markdown":
@@ -302,23 +340,35 @@ def convert(md: Path, repo: str, commit: str, book: Book | None = None,
         figure = cell.metadata.get("mystnb", {}).get("figure")
         if cell.cell_type == "code" and figure and figure.get("caption"):
             caption = " ".join(conv.convert(str(figure["caption"])).split())
-            cells.append(nbformat.v4.new_markdown_cell(
-                f"**Fig. {book.figures.get(figure.get('name'), '')}.** {caption}"))
+            cells.append(
+                nbformat.v4.new_markdown_cell(
+                    f"**Fig. {book.figures.get(figure.get('name'), '')}.** {caption}"
+                )
+            )
     nb.cells = cells
     return nb
 
 
 def head_commit() -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--commit", default=None, help="default: git rev-parse HEAD")
-    parser.add_argument("--executed", type=Path, default=None,
-                        help="the jupyter-cache of a book build, for the glued values")
+    parser.add_argument(
+        "--executed",
+        type=Path,
+        default=None,
+        help="the jupyter-cache of a book build, for the glued values",
+    )
     args = parser.parse_args(argv)
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     repo = config["repository"]["url"]

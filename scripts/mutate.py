@@ -23,6 +23,7 @@ is a finding, not a gate: the exit status is 1 only when a survivor has no reaso
 module whose tests do not exist yet is reported and skipped. A summary goes to
 ``_build/mutation/summary.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "_build" / "mutation"
 SURVIVORS = ROOT / "tests" / "mutation" / "SURVIVORS.md"
-KILLED = ("killed", "timeout")          # a mutant that hangs the tests is caught too
+KILLED = ("killed", "timeout")  # a mutant that hangs the tests is caught too
 NAME = re.compile(r"`(rcutil\.[\w.ǁ]+__mutmut_\d+)`")
 #: The classes of survivors that SURVIVORS.md explains once, by their headings' keys.
 WORDING = "error wording"
@@ -68,7 +69,7 @@ def reasons() -> dict[str, str]:
             out[found.group(1)] = cells[-1]
     for key in (WORDING, ROW_TEXT):
         heading = re.search(rf"^## .*{key}.*\n+((?:.+\n)+)", text, re.M | re.I)
-        if heading:                                         # its first sentence
+        if heading:  # its first sentence
             out[key] = " ".join(heading.group(1).split()).split(": ")[0]
     return out
 
@@ -78,14 +79,18 @@ def module_pyproject(module: str, tests: list[str]) -> str:
     tests."""
     text = (ROOT / "pyproject.toml").read_text()
     start = text.index("[tool.mutmut]")
-    rest = text[start + 1:]
-    ends = [m.start() + start + 1
-            for m in re.finditer(r"^\[(?!tool\.mutmut)", rest, re.M)]
+    rest = text[start + 1 :]
+    ends = [
+        m.start() + start + 1 for m in re.finditer(r"^\[(?!tool\.mutmut)", rest, re.M)
+    ]
     end = ends[0] if ends else len(text)
     base = {k: v for k, v in config().items() if not isinstance(v, dict)}
     base.update(only_mutate=[module], pytest_add_cli_args_test_selection=tests)
-    block = "[tool.mutmut]\n" + "".join(f"{k} = {json.dumps(v)}\n"
-                                        for k, v in base.items()) + "\n"
+    block = (
+        "[tool.mutmut]\n"
+        + "".join(f"{k} = {json.dumps(v)}\n" for k, v in base.items())
+        + "\n"
+    )
     return text[:start] + block + text[end:]
 
 
@@ -96,17 +101,29 @@ def only_definitions(source: str, names: list[str]) -> str:
     body = ast.parse(source).body
     missing = set(names) - {getattr(n, "name", None) for n in body}
     if missing:
-        raise SystemExit(f"[tool.mutmut.functions] names {sorted(missing)}, which the "
-                         f"module does not define")
+        raise SystemExit(
+            f"[tool.mutmut.functions] names {sorted(missing)}, which the "
+            f"module does not define"
+        )
     keep = [n for n in body if getattr(n, "name", None) in names]
-    spans = [(n.decorator_list[0].lineno if getattr(n, "decorator_list", None)
-              else n.lineno, n.end_lineno) for n in keep]
+    spans = [
+        (
+            n.decorator_list[0].lineno
+            if getattr(n, "decorator_list", None)
+            else n.lineno,
+            n.end_lineno,
+        )
+        for n in keep
+    ]
     out, line = [], 1
     for start, end in spans + [(len(lines) + 1, len(lines))]:
         if start > line:
-            out += ["# pragma: no mutate start\n", *lines[line - 1:start - 1],
-                    "# pragma: no mutate end\n"]
-        out += lines[start - 1:end]
+            out += [
+                "# pragma: no mutate start\n",
+                *lines[line - 1 : start - 1],
+                "# pragma: no mutate end\n",
+            ]
+        out += lines[start - 1 : end]
         line = end + 1
     return "".join(out)
 
@@ -119,8 +136,11 @@ def prepare(module: str, tests: list[str], keep: bool) -> Path:
     for folder in ("rcutil", "tests"):
         if (work / folder).exists():
             shutil.rmtree(work / folder)
-        shutil.copytree(ROOT / folder, work / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", "site"))
+        shutil.copytree(
+            ROOT / folder,
+            work / folder,
+            ignore=shutil.ignore_patterns("__pycache__", "site"),
+        )
     (work / "pyproject.toml").write_text(module_pyproject(module, tests))
     names = config().get("functions", {}).get(module)
     if names:
@@ -131,18 +151,32 @@ def prepare(module: str, tests: list[str], keep: bool) -> Path:
 def mutmut(work: Path, *args: str, capture: bool = True, store: bool = False) -> str:
     """``mutmut args`` in ``work``; ``store``: experiments' results are stored and
     reused there (for a module whose ``run`` is not mutated)."""
-    env = dict(os.environ, RCUTIL_RESULTS_CACHE="1" if store else "0",
-               RCUTIL_RESULTS_DIR=str(work / "results"), RCUTIL_PROFILE="ci",
-               OPENBLAS_NUM_THREADS="1", RCUTIL_TORCH_THREADS="1", PYTHONHASHSEED="0",
-               MPLBACKEND="Agg", RCUTIL_HYPOTHESIS_PROFILE="mutation")
+    env = dict(
+        os.environ,
+        RCUTIL_RESULTS_CACHE="1" if store else "0",
+        RCUTIL_RESULTS_DIR=str(work / "results"),
+        RCUTIL_PROFILE="ci",
+        OPENBLAS_NUM_THREADS="1",
+        RCUTIL_TORCH_THREADS="1",
+        PYTHONHASHSEED="0",
+        MPLBACKEND="Agg",
+        RCUTIL_HYPOTHESIS_PROFILE="mutation",
+    )
     exe = Path(sys.executable).with_name("mutmut")
-    proc = subprocess.run([str(exe), *args], cwd=work, env=env, text=True,
-                          stdout=subprocess.PIPE if capture else None,
-                          stderr=subprocess.STDOUT if capture else None)
+    proc = subprocess.run(
+        [str(exe), *args],
+        cwd=work,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE if capture else None,
+        stderr=subprocess.STDOUT if capture else None,
+    )
     if proc.returncode != 0:
         tail = f":\n{proc.stdout[-3000:]}" if capture else ""
-        raise SystemExit(f"mutmut {' '.join(args)} failed in {work} with exit status "
-                         f"{proc.returncode}{tail}")
+        raise SystemExit(
+            f"mutmut {' '.join(args)} failed in {work} with exit status "
+            f"{proc.returncode}{tail}"
+        )
     return proc.stdout if capture else ""
 
 
@@ -159,8 +193,11 @@ def statuses(work: Path) -> dict[str, str]:
 def diff_line(work: Path, name: str) -> str:
     """The changed lines of a mutant, as ``- old`` / ``+ new``."""
     diff = mutmut(work, "show", name)
-    changed = [ln for ln in diff.splitlines()
-               if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    changed = [
+        ln
+        for ln in diff.splitlines()
+        if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
+    ]
     return " | ".join(ln[0] + " " + ln[1:].strip() for ln in changed)
 
 
@@ -171,14 +208,17 @@ def functions(work: Path, module: str) -> dict[str, ast.AST]:
     tree = ast.parse((work / "mutants" / module).read_text())
     out = {}
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and "__mutmut_" in node.name:
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and "__mutmut_" in node.name
+        ):
             out[node.name] = node
     return out
 
 
 def only_wording(original: ast.AST, mutant: ast.AST) -> bool:
     """Whether two functions differ only in strings inside ``raise`` statements."""
+
     def normal(node):
         node = ast.parse(ast.unparse(node)).body[0]
         node.name = "f"
@@ -188,13 +228,16 @@ def only_wording(original: ast.AST, mutant: ast.AST) -> bool:
                     if isinstance(n, ast.Constant) and isinstance(n.value, str):
                         n.value = ""
         return ast.dump(node)
+
     return normal(original) == normal(mutant) and ast.dump(original) != ast.dump(mutant)
 
 
 def _blank(node):
     """An f-string, a string or ``None`` as the empty string; any other node as is."""
-    if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and (
-            node.value is None or isinstance(node.value, str))):
+    if isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant)
+        and (node.value is None or isinstance(node.value, str))
+    ):
         return ast.Constant("")
     return node
 
@@ -203,6 +246,7 @@ def only_row_text(original: ast.AST, mutant: ast.AST) -> bool:
     """Whether two functions differ only in strings (f-string parts included, or a
     string made ``None``) inside the calls of :data:`ROWS`, other than a claim's key
     (its first argument)."""
+
     def normal(node):
         node = ast.parse(ast.unparse(node)).body[0]
         node.name = "f"
@@ -222,11 +266,13 @@ def only_row_text(original: ast.AST, mutant: ast.AST) -> bool:
                         else:
                             setattr(n, field, _blank(value))
         return ast.dump(node)
+
     return normal(original) == normal(mutant) and ast.dump(original) != ast.dump(mutant)
 
 
-def reason_of(name: str, known: dict[str, str], funcs: dict[str, ast.AST]
-              ) -> str | None:
+def reason_of(
+    name: str, known: dict[str, str], funcs: dict[str, ast.AST]
+) -> str | None:
     if name in known:
         return known[name]
     short = name.rsplit(".", 1)[-1]
@@ -243,12 +289,17 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config()
     modules: dict[str, list[str]] = cfg["modules"]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modules", nargs="*", default=list(modules),
-                        choices=list(modules))
-    parser.add_argument("--jobs", type=int,
-                        default=int(os.environ.get("RCUTIL_JOBS", "2")))
-    parser.add_argument("--keep", action="store_true",
-                        help="resume from the previous run: test its survivors again")
+    parser.add_argument(
+        "--modules", nargs="*", default=list(modules), choices=list(modules)
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=int(os.environ.get("RCUTIL_JOBS", "2"))
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="resume from the previous run: test its survivors again",
+    )
     args = parser.parse_args(argv)
 
     known = reasons()
@@ -257,18 +308,27 @@ def main(argv: list[str] | None = None) -> int:
     for module in args.modules:
         missing = [t for t in modules[module] if not (ROOT / t).is_file()]
         if missing:
-            skipped.append(f"{module}: not run, its tests {', '.join(missing)} "
-                           f"do not exist")
+            skipped.append(
+                f"{module}: not run, its tests {', '.join(missing)} do not exist"
+            )
             continue
         t0 = time.perf_counter()
         resume = args.keep and (WORK / Path(module).stem / "mutants").is_dir()
         work = prepare(module, modules[module], args.keep)
         print(f"== {module}: mutmut with {', '.join(modules[module])}", flush=True)
-        again = ([k for k, v in statuses(work).items() if v not in KILLED]
-                 if resume else [])
+        again = (
+            [k for k, v in statuses(work).items() if v not in KILLED] if resume else []
+        )
         # a resumed run tests again only the mutants that survived the last one
-        mutmut(work, "run", "--max-children", str(args.jobs), *again, capture=False,
-               store=module in cfg.get("functions", {}))
+        mutmut(
+            work,
+            "run",
+            "--max-children",
+            str(args.jobs),
+            *again,
+            capture=False,
+            store=module in cfg.get("functions", {}),
+        )
         status = statuses(work)
         tested = {k: v for k, v in status.items() if v != "skipped"}
         killed = sum(v in KILLED for v in tested.values())
@@ -276,22 +336,32 @@ def main(argv: list[str] | None = None) -> int:
         survivors = {}
         for name in sorted(k for k, v in tested.items() if v not in KILLED):
             reason = reason_of(name, known, funcs)
-            survivors[name] = dict(status=tested[name], diff=diff_line(work, name),
-                                   reason=reason)
+            survivors[name] = dict(
+                status=tested[name], diff=diff_line(work, name), reason=reason
+            )
             if reason is None:
                 unexplained.append(name)
-        summary[module] = dict(killed=killed, total=len(tested),
-                               score=killed / len(tested) if tested else 1.0,
-                               seconds=round(time.perf_counter() - t0),
-                               survivors=survivors)
+        summary[module] = dict(
+            killed=killed,
+            total=len(tested),
+            score=killed / len(tested) if tested else 1.0,
+            seconds=round(time.perf_counter() - t0),
+            survivors=survivors,
+        )
 
-    print(f"\nmutation testing: {time.perf_counter() - start:.0f} s with {args.jobs} "
-          f"workers")
-    print(f"{'module':<26}{'killed':>8}{'total':>7}{'score':>8}{'survivors':>11}"
-          f"{'seconds':>9}")
+    print(
+        f"\nmutation testing: {time.perf_counter() - start:.0f} s with {args.jobs} "
+        f"workers"
+    )
+    print(
+        f"{'module':<26}{'killed':>8}{'total':>7}{'score':>8}{'survivors':>11}"
+        f"{'seconds':>9}"
+    )
     for module, row in summary.items():
-        print(f"{module:<26}{row['killed']:>8}{row['total']:>7}{row['score']:>8.1%}"
-              f"{len(row['survivors']):>11}{row['seconds']:>9}")
+        print(
+            f"{module:<26}{row['killed']:>8}{row['total']:>7}{row['score']:>8.1%}"
+            f"{len(row['survivors']):>11}{row['seconds']:>9}"
+        )
     for line in skipped:
         print(line)
     for module, row in summary.items():
@@ -299,20 +369,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nsurvivors in {module}:")
         for name, s in row["survivors"].items():
             reason = s["reason"] or "NONE: add a test that kills it, or its reason"
-            print(f"  {name} [{s['status']}]\n      {s['diff']}\n"
-                  f"      reason: {reason}")
+            print(
+                f"  {name} [{s['status']}]\n      {s['diff']}\n      reason: {reason}"
+            )
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     dotted = {m.removesuffix(".py").replace("/", ".") for m in summary}
-    stale = sorted(name for name in known if name not in (WORDING, ROW_TEXT)
-                   and name.rsplit(".", 1)[0] in dotted
-                   and not any(name in row["survivors"] for row in summary.values()))
+    stale = sorted(
+        name
+        for name in known
+        if name not in (WORDING, ROW_TEXT)
+        and name.rsplit(".", 1)[0] in dotted
+        and not any(name in row["survivors"] for row in summary.values())
+    )
     if stale:
-        print(f"\nlisted in {SURVIVORS.relative_to(ROOT)} but killed now (remove "
-              f"them): {', '.join(stale)}")
+        print(
+            f"\nlisted in {SURVIVORS.relative_to(ROOT)} but killed now (remove "
+            f"them): {', '.join(stale)}"
+        )
     if unexplained:
-        print(f"\nFAILED: survivors without a reason in {SURVIVORS.relative_to(ROOT)}: "
-              f"{', '.join(unexplained)}", file=sys.stderr)
+        print(
+            f"\nFAILED: survivors without a reason in {SURVIVORS.relative_to(ROOT)}: "
+            f"{', '.join(unexplained)}",
+            file=sys.stderr,
+        )
     return 1 if unexplained else 0
 
 

@@ -22,10 +22,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 # settings.default.max_examples.
 HYPOTHESIS_PROFILE_ENV = "RCUTIL_HYPOTHESIS_PROFILE"
 HYPOTHESIS_PROFILES = ("deterministic", "mutation")
-settings.register_profile("deterministic", derandomize=True, database=None,
-                          deadline=None, print_blob=True, max_examples=300)
-settings.register_profile("mutation", parent=settings.get_profile("deterministic"),
-                          max_examples=50)
+settings.register_profile(
+    "deterministic",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    max_examples=300,
+)
+settings.register_profile(
+    "mutation", parent=settings.get_profile("deterministic"), max_examples=50
+)
 
 
 def hypothesis_profile() -> str:
@@ -34,7 +41,8 @@ def hypothesis_profile() -> str:
     if name not in HYPOTHESIS_PROFILES:
         raise pytest.UsageError(
             f"{HYPOTHESIS_PROFILE_ENV}={name!r} is not a test profile: set it to one "
-            f"of {', '.join(HYPOTHESIS_PROFILES)}, or unset it")
+            f"of {', '.join(HYPOTHESIS_PROFILES)}, or unset it"
+        )
     return name
 
 

@@ -1,4 +1,6 @@
-"""The import graph of rcutil: no cycle, and no import from a lower layer to a higher one."""
+"""The import graph of rcutil: no cycle, and no import from a lower layer to a higher
+one."""
+
 import ast
 from pathlib import Path
 
@@ -6,11 +8,31 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "rcutil"
 #: The layers, lowest first; a module may import only from its own layer or lower ones.
 LAYERS = [
-    {"env", "validate", "activations", "linalg", "tables", "plotting", "profiles", "progress",
-     "threads", "hessian", "rounding"},
+    {
+        "env",
+        "validate",
+        "activations",
+        "linalg",
+        "tables",
+        "plotting",
+        "profiles",
+        "progress",
+        "threads",
+        "hessian",
+        "rounding",
+    },
     {"model", "data"},
-    {"train", "bounds", "spectra", "jena_data", "sst2_data", "gpt2", "checks", "claims",
-     "estimate"},
+    {
+        "train",
+        "bounds",
+        "spectra",
+        "jena_data",
+        "sst2_data",
+        "gpt2",
+        "checks",
+        "claims",
+        "estimate",
+    },
     {"certificate", "tightness", "results", "sst2_train"},
     {"experiments.*"},
     {"experiments", "report", "__main__"},
@@ -19,9 +41,13 @@ LAYERS = [
 
 def layer_of(module: str) -> int:
     for i, layer in enumerate(LAYERS):
-        if module in layer or (module.startswith("experiments.") and "experiments.*" in layer):
+        if module in layer or (
+            module.startswith("experiments.") and "experiments.*" in layer
+        ):
             return i
-    raise AssertionError(f"rcutil.{module} is in no layer of tests/test_architecture.py")
+    raise AssertionError(
+        f"rcutil.{module} is in no layer of tests/test_architecture.py"
+    )
 
 
 def modules() -> dict[str, Path]:
@@ -35,7 +61,8 @@ def modules() -> dict[str, Path]:
 
 
 def imports(name: str, path: Path, known) -> set[str]:
-    """rcutil modules ``name`` imports, anywhere in its code (function-local imports too)."""
+    """rcutil modules ``name`` imports, anywhere in its code (function-local imports
+    too)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -46,10 +73,16 @@ def imports(name: str, path: Path, known) -> set[str]:
             for alias in node.names:
                 full = f"{stem}.{alias.name}" if stem else alias.name
                 out.add(full if full in known else stem)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rcutil."):
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "rcutil."
+        ):
             out.add(node.module.removeprefix("rcutil."))
         elif isinstance(node, ast.Import):
-            out |= {a.name.removeprefix("rcutil.") for a in node.names if a.name.startswith("rcutil.")}
+            out |= {
+                a.name.removeprefix("rcutil.")
+                for a in node.names
+                if a.name.startswith("rcutil.")
+            }
     return {m for m in out if m in known and m != name}
 
 
@@ -59,8 +92,12 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_every_import_goes_down_or_sideways_in_the_layers():
-    wrong = [f"rcutil.{a} imports rcutil.{b}" for a, deps in graph().items() for b in deps
-             if layer_of(b) > layer_of(a)]
+    wrong = [
+        f"rcutil.{a} imports rcutil.{b}"
+        for a, deps in graph().items()
+        for b in deps
+        if layer_of(b) > layer_of(a)
+    ]
     assert not wrong, wrong
 
 

@@ -10,6 +10,7 @@
   smaller anywhere fails;
 * the radius scan, and the models the rules do not cover, which are refused.
 """
+
 import math
 
 import numpy as np
@@ -29,18 +30,20 @@ from rcutil.model import Transformer, block
 
 torch.set_num_threads(1)
 NAMES = ("W_Q", "W_K", "W_V", "W_1", "W_2")
-KAPPA = 4 / (3 * math.sqrt(3))        # sup |tanh''|; sup |tanh'| = 1; softmax: 1/2, 1
+KAPPA = 4 / (3 * math.sqrt(3))  # sup |tanh''|; sup |tanh'| = 1; softmax: 1/2, 1
 
 
 def spec(M) -> float:
     return torch.linalg.matrix_norm(torch.as_tensor(M), ord=2).item()
 
 
-def instance(beta=1.0, *, seed=0, N=3, n=2, d=6, d_qk=3, d_F=7, scale=0.7,
-             W_U="gaussian", L=1):
+def instance(
+    beta=1.0, *, seed=0, N=3, n=2, d=6, d_qk=3, d_F=7, scale=0.7, W_U="gaussian", L=1
+):
     """A small model with d >= N n, inputs and targets that leave a non-zero Phi_0."""
-    model = Transformer(d, d_qk, d_F, 2, n_layers=L, tau=1.3, beta=beta, W_U_init=W_U,
-                        seed=seed)
+    model = Transformer(
+        d, d_qk, d_F, 2, n_layers=L, tau=1.3, beta=beta, W_U_init=W_U, seed=seed
+    )
     g = torch.Generator().manual_seed(seed + 1)
     X = scale * torch.randn(N, n, d, generator=g, dtype=torch.float64)
     Y = 0.1 * torch.randn(N, n, 2, generator=g, dtype=torch.float64)
@@ -52,13 +55,21 @@ def weights(blk) -> dict:
 
 
 # ----------------------------------------------------------- eqs. conv-s0 ... conv-ball
-@pytest.mark.parametrize("beta, W_U, frac, scale", [
-    (1.0, "gaussian", 1e-3, 0.7), (1.0, "gaussian", 0.3, 0.7), (0.5, "zero", 0.2, 0.7),
-    (0.0, "gaussian", 0.1, 0.7), (1.0, "zero", 0.0, 0.7), (1.0, "gaussian", 0.2, 0.1)])
+@pytest.mark.parametrize(
+    "beta, W_U, frac, scale",
+    [
+        (1.0, "gaussian", 1e-3, 0.7),
+        (1.0, "gaussian", 0.3, 0.7),
+        (0.5, "zero", 0.2, 0.7),
+        (0.0, "gaussian", 0.1, 0.7),
+        (1.0, "zero", 0.0, 0.7),
+        (1.0, "gaussian", 0.2, 0.1),
+    ],
+)
 def test_every_constant_recomputed_from_G_H_K_H_s0_S0(beta, W_U, frac, scale):
     model, X, Y = instance(beta, W_U=W_U, scale=scale)
     first = certificate(model, X, Y, r=0.0)
-    r = frac * first.s0 / first.G_H                 # a fraction of the largest radius
+    r = frac * first.s0 / first.G_H  # a fraction of the largest radius
     cert = certificate(model, X, Y, r=r)
     G_H, K_H, H_bound = feature_bounds(model, X, r)
     with torch.no_grad():
@@ -66,22 +77,36 @@ def test_every_constant_recomputed_from_G_H_K_H_s0_S0(beta, W_U, frac, scale):
     sv = torch.linalg.svdvals(out.features.reshape(-1, model.d))
     s0, S0 = sv[-1].item(), sv[0].item()
     phi0 = 0.5 * ((out.output - Y) ** 2).sum().item()
-    R_U = spec(model.W_U) + r                                  # ||W_U^0|| + r
-    H_max = min(S0 + G_H * r, H_bound)                         # sup ||H|| on the ball
-    lam = s0 - G_H * r                                      # Weyl + mean value theorem
-    alpha = lam**2                                             # eq. conv-alpha
-    G = math.sqrt(H_max**2 + R_U**2 * G_H**2)                  # eq. lip-G
-    K = K_H * R_U + G_H                                        # eq. lip-K
-    C = G**2 + K * (math.sqrt(2 * phi0) + G * r)               # eq. lip-smooth
+    R_U = spec(model.W_U) + r  # ||W_U^0|| + r
+    H_max = min(S0 + G_H * r, H_bound)  # sup ||H|| on the ball
+    lam = s0 - G_H * r  # Weyl + mean value theorem
+    alpha = lam**2  # eq. conv-alpha
+    G = math.sqrt(H_max**2 + R_U**2 * G_H**2)  # eq. lip-G
+    K = K_H * R_U + G_H  # eq. lip-K
+    C = G**2 + K * (math.sqrt(2 * phi0) + G * r)  # eq. lip-smooth
     mu = 1 / C
     path = 2 * math.sqrt(2 * phi0 / alpha) + mu * G * math.sqrt(2 * phi0)  # conv-ball
     assert phi0 > 0 and G_H > 0 and K_H > 0 and lam > 0
-    assert (S0 < 1) == (scale < 0.5)                           # both sides of S0 = 1
-    if r > 0:                                          # the terms in r are really there
+    assert (S0 < 1) == (scale < 0.5)  # both sides of S0 = 1
+    if r > 0:  # the terms in r are really there
         assert H_max != S0 and R_U != spec(model.W_U)
-    expected = dict(s0=s0, S0=S0, phi0=phi0, G_H=G_H, K_H=K_H, H_max=H_max, R_U=R_U,
-                    lam=lam, alpha=alpha, G=G, K=K, C=C, mu=mu, path_bound=path,
-                    kappa_inv_sq=(s0 / S0) ** 2)
+    expected = dict(
+        s0=s0,
+        S0=S0,
+        phi0=phi0,
+        G_H=G_H,
+        K_H=K_H,
+        H_max=H_max,
+        R_U=R_U,
+        lam=lam,
+        alpha=alpha,
+        G=G,
+        K=K,
+        C=C,
+        mu=mu,
+        path_bound=path,
+        kappa_inv_sq=(s0 / S0) ** 2,
+    )
     for key, value in expected.items():
         assert math.isclose(getattr(cert, key), value, rel_tol=1e-12), key
     assert cert.holds == (path <= r)
@@ -100,8 +125,8 @@ def test_ball_condition_decides_and_a_step_above_1_over_C_is_refused():
     assert best.holds and best.path_bound <= best.r
     assert certificate(model, X, Y, r=best.r, mu=best.mu).holds
     assert not certificate(model, X, Y, r=best.r, mu=1.01 * best.mu).holds  # mu > 1/C
-    assert not certificate(model, X, Y, r=best.r * 0.9).holds                # path > r
-    big = certificate(model, X, Y, r=best.r * 1e4)                  # G_H r > s0: no PL
+    assert not certificate(model, X, Y, r=best.r * 0.9).holds  # path > r
+    big = certificate(model, X, Y, r=best.r * 1e4)  # G_H r > s0: no PL
     assert big.lam < 0 and big.alpha == 0 and big.path_bound == math.inf
     assert not big.holds
 
@@ -118,15 +143,19 @@ def test_best_certificate_picks_the_fastest_rate_of_its_grid():
     assert not fewest.holds and math.isclose(fewest.r, 1e-8 * r_max)
     n = 12
     best = best_certificate(model, X, Y, n_radii=n)
-    grid = [certificate(model, X, Y, r=float(r))
-            for r in np.geomspace(r_max * 1e-8, r_max, n)]
+    grid = [
+        certificate(model, X, Y, r=float(r))
+        for r in np.geomspace(r_max * 1e-8, r_max, n)
+    ]
     holding = [c for c in grid if c.holds]
     assert holding and best.r in [c.r for c in grid]
     assert best.mu * best.alpha == max(c.mu * c.alpha for c in holding)
     # none holds for large targets: the one closest to holding comes back
     fallback = best_certificate(model, X, 1e3 * Y, n_radii=n)
-    grid = [certificate(model, X, 1e3 * Y, r=float(r))
-            for r in np.geomspace(r_max * 1e-8, r_max, n)]
+    grid = [
+        certificate(model, X, 1e3 * Y, r=float(r))
+        for r in np.geomspace(r_max * 1e-8, r_max, n)
+    ]
     assert not fallback.holds and not any(c.holds for c in grid)
     assert fallback.path_bound / fallback.r == min(c.path_bound / c.r for c in grid)
 
@@ -195,8 +224,16 @@ def stack_by_hand(model, X, r):
         for l, blk in enumerate(model.blocks):
             W = weights(blk)
             R = {k: spec(w) + r for k, w in W.items()}
-            x, Xl = block_by_hand(x, Xl, W, R, np.eye(m)[5 * l:5 * l + 5],
-                                  beta=model.beta, tau=model.tau, r=r)
+            x, Xl = block_by_hand(
+                x,
+                Xl,
+                W,
+                R,
+                np.eye(m)[5 * l : 5 * l + 5],
+                beta=model.beta,
+                tau=model.tau,
+                r=r,
+            )
             per_block.append(x)
         out.append(per_block)
     return out
@@ -210,17 +247,28 @@ def constants_by_hand(model, X, r):
     return G_H, K_H, math.sqrt(sum(v * v for v, _, _ in last))
 
 
-@pytest.mark.parametrize("L, beta, r", [(1, 1.0, 0.0), (1, 0.5, 0.03), (1, 0.0, 0.4),
-                                        (2, 1.0, 0.0), (2, 0.5, 0.4), (3, 1.0, 0.03),
-                                        (3, 0.0, 0.03), (4, 0.7, 0.01)])
+@pytest.mark.parametrize(
+    "L, beta, r",
+    [
+        (1, 1.0, 0.0),
+        (1, 0.5, 0.03),
+        (1, 0.0, 0.4),
+        (2, 1.0, 0.0),
+        (2, 0.5, 0.4),
+        (3, 1.0, 0.03),
+        (3, 0.0, 0.03),
+        (4, 0.7, 0.01),
+    ],
+)
 def test_feature_bounds_equal_the_block_by_block_recomputation(L, beta, r):
     """Blocks drawn with different seeds have different weights, radii and input norms,
     so that a block composed with another block's quantities changes the numbers."""
     model, X, _ = instance(beta, seed=3, scale=1.5, L=L)
-    np.testing.assert_allclose(feature_bounds(model, X, r),
-                               constants_by_hand(model, X, r), rtol=1e-12)
+    np.testing.assert_allclose(
+        feature_bounds(model, X, r), constants_by_hand(model, X, r), rtol=1e-12
+    )
     for jets, hand in zip(feature_jets(model, X, r), stack_by_hand(model, X, r)):
-        for l, (jet, (v, g, Q)) in enumerate(zip(jets, hand)):       # block by block
+        for l, (jet, (v, g, Q)) in enumerate(zip(jets, hand)):  # block by block
             assert math.isclose(jet.value, v, rel_tol=1e-12), l
             np.testing.assert_allclose(jet.g, g, rtol=1e-12, err_msg=str(l))
             np.testing.assert_allclose(jet.Hq, Q, rtol=1e-12, err_msg=str(l))
@@ -233,9 +281,11 @@ def block_map(Xl, W, *, beta, tau):
     sizes = [p.numel() for p in parts]
 
     def f(flat):
-        W_Q, W_K, W_V, W_1, W_2, X = (t.view(p.shape)
-                                      for t, p in zip(flat.split(sizes), parts))
+        W_Q, W_K, W_V, W_1, W_2, X = (
+            t.view(p.shape) for t, p in zip(flat.split(sizes), parts)
+        )
         return block(X, W_Q, W_K, W_V, W_1, W_2, beta=beta, tau=tau)[0].reshape(-1)
+
     return torch.cat([p.reshape(-1) for p in parts]), f
 
 
@@ -250,8 +300,9 @@ def block_bounds(Xl, W, *, beta, tau, r):
     d, d_F, d_qk = Xl.shape[1], W["W_1"].shape[1], W["W_Q"].shape[1]
     norms0, _ = bounds.block_norms0(Xl, W, beta=beta, tau=tau)
     x = bounds.jet_weight(spec(Xl) + r, 5, Xl.shape, 6)
-    jet = bounds.jet_block(x, R, 0, 6, d=d, d_qk=d_qk, d_F=d_F, beta=beta, tau=tau,
-                           norms0=norms0, r=r)
+    jet = bounds.jet_block(
+        x, R, 0, 6, d=d, d_qk=d_qk, d_F=d_F, beta=beta, tau=tau, norms0=norms0, r=r
+    )
     return hand, jet
 
 
@@ -259,8 +310,12 @@ def measured(f, flat, *, starts=4, steps=6):
     """``(||Df||_2, sup ||D^2 f[v, v]||)`` at ``flat``: a dense Jacobian and the search
     of :mod:`rcutil.tightness` (a lower estimate)."""
     J = torch.func.jacfwd(f)(flat)
-    V = torch.randn(starts, flat.numel(), generator=torch.Generator().manual_seed(0),
-                    dtype=torch.float64)
+    V = torch.randn(
+        starts,
+        flat.numel(),
+        generator=torch.Generator().manual_seed(0),
+        dtype=torch.float64,
+    )
     second, _ = tightness.top_second(f, flat, V, steps=steps)
     return torch.linalg.matrix_norm(J, ord=2).item(), second.max().item()
 
@@ -339,10 +394,10 @@ def test_a_two_layer_stack_attains_G_H_in_every_block_and_weight():
     g = feature_jets(model, X, 0.0)[0][-1].g
     offset = 0
     for index, (name, p) in enumerate(list(model.named_parameters())[:-1]):
-        part = J[:, offset:offset + p.numel()]                  # d H / d (that weight)
+        part = J[:, offset : offset + p.numel()]  # d H / d (that weight)
         assert math.isclose(spec(part), g[index], rel_tol=1e-12, abs_tol=1e-12), name
         offset += p.numel()
-    assert min(g[[2, 3, 7, 8]]) > 1                      # W_V and W_1 of each block
+    assert min(g[[2, 3, 7, 8]]) > 1  # W_V and W_1 of each block
     # the second block's quantities are its own: larger than the first's
     first, second = model.blocks
     assert spec(second.W_V) > spec(first.W_V) and spec(second.W_2) > spec(first.W_2)
@@ -360,8 +415,12 @@ def test_a_block_without_weights_attains_its_second_derivative_bound():
     """A block with W = 0 after one that scales its input by 1.5: D^2 H = 2 Z delta_1
     delta_2 with Z its own input, whose norm (above ||P|| = 1) is the block's K
     exactly."""
-    model, X = stack_of([(0.5, torch.zeros(3, 4, dtype=torch.float64)),
-                         (0.0, torch.zeros(3, 4, dtype=torch.float64))])
+    model, X = stack_of(
+        [
+            (0.5, torch.zeros(3, 4, dtype=torch.float64)),
+            (0.0, torch.zeros(3, 4, dtype=torch.float64)),
+        ]
+    )
     Xl = per_block_inputs(model, X)[1]
     assert math.isclose(spec(Xl), 1.5 * spec(X[0]), rel_tol=1e-12) and spec(Xl) > 1
     W = weights(model.blocks[1])
@@ -380,8 +439,9 @@ def test_a_given_trace_is_what_the_bounds_use():
     model, X, _ = instance(1.0, seed=4)
     trace = _trace(model, X)
     assert feature_bounds(model, X, 0.05, trace) == feature_bounds(model, X, 0.05)
-    doubled = [[{k: 2 * v for k, v in norms.items()} for norms in sample]
-               for sample in trace]
+    doubled = [
+        [{k: 2 * v for k, v in norms.items()} for norms in sample] for sample in trace
+    ]
     G_H = feature_bounds(model, X, 0.05)[0]
     assert feature_bounds(model, X, 0.05, doubled)[0] > G_H
 
@@ -394,13 +454,13 @@ def test_a_scan_traces_the_model_once(monkeypatch):
     original = module._trace
     monkeypatch.setattr(module, "_trace", lambda *a: calls.append(1) or original(*a))
     best_certificate(model, X, Y, n_radii=4)
-    assert len(calls) == 1          # the norms at theta_0 are computed once, per scan
+    assert len(calls) == 1  # the norms at theta_0 are computed once, per scan
 
 
 def test_the_samples_add_up_and_do_not_take_a_max():
     model, X, _ = instance(1.0, seed=4)
     G_H, K_H, H_bound = feature_bounds(model, X, 0.05)
-    parts = [feature_bounds(model, X[p:p + 1], 0.05) for p in range(X.shape[0])]
+    parts = [feature_bounds(model, X[p : p + 1], 0.05) for p in range(X.shape[0])]
     root_sum = [math.sqrt(sum(p[i] ** 2 for p in parts)) for i in range(3)]
     assert max(p[0] for p in parts) < G_H <= root_sum[0] * (1 + 1e-12)
     np.testing.assert_allclose([K_H, H_bound], root_sum[1:], rtol=1e-12)
@@ -419,8 +479,9 @@ def one_layer_attained():
         model.blocks[0].W_1.zero_()
         model.blocks[0].W_2.copy_(diagonal(3.0, 1.0, 0.5, shape=(d_F, d)))
         model.W_U.copy_(W_U)
-    X = torch.randn(1, 3, d, generator=torch.Generator().manual_seed(8),
-                    dtype=torch.float64)
+    X = torch.randn(
+        1, 3, d, generator=torch.Generator().manual_seed(8), dtype=torch.float64
+    )
     return model, X, torch.zeros(1, 3, 2, dtype=torch.float64)
 
 
@@ -429,10 +490,10 @@ def test_one_layer_attains_G_H_and_C():
     cert = certificate(model, X, Y, r=0.0)
     with torch.no_grad():
         Z = model(X, return_all=True).Z[0][0]
-    assert math.isclose(cert.G_H, spec(Z) * 3.0, rel_tol=1e-12)       # ||Z|| ||W_2||
+    assert math.isclose(cert.G_H, spec(Z) * 3.0, rel_tol=1e-12)  # ||Z|| ||W_2||
     assert math.isclose(cert.C, (spec(Z) * 3.0 * 2.0) ** 2, rel_tol=1e-12)
-    assert cert.s0 == cert.S0 == 0                                # H_0 = 0
-    assert cert.kappa_inv_sq == 0.0                               # kappa is infinite
+    assert cert.s0 == cert.S0 == 0  # H_0 = 0
+    assert cert.kappa_inv_sq == 0.0  # kappa is infinite
     measured = tightness.measure(model, X, Y, cert.to_dict(), iterations=20)
     for key in ("G_H", "C"):
         assert 0.999 <= measured[key]["ratio"] <= 1 + 1e-9, (key, measured[key])
@@ -453,17 +514,30 @@ def with_beta(beta):
     return model
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: Transformer(6, 3, 5, 2, activation=lambda x: 3 * torch.tanh(x)),
-     "'<lambda>'.*ACTIVATIONS"),
-    (lambda: Transformer(6, 3, 5, 2, activation=torch.relu), "'relu'.*ACTIVATIONS"),
-    (lambda: Transformer(6, 3, 5, 2, activation=torch.nn.ReLU()), r"'ReLU\(\)'"),
-    (lambda: with_beta(1.5), r"\[0, 1\].*beta = 1.5"),
-    (lambda: with_beta(-0.5), "beta = -0.5"),
-    (lambda: WithLayerNorm(6, 3, 5, 2), "WithLayerNorm.*rcutil.model.Transformer"),
-    (lambda: torch.nn.Linear(6, 2), "Linear"),
-], ids=["3 tanh", "relu", "ReLU module", "beta 1.5", "beta -0.5", "layer norm",
-        "Linear"])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (
+            lambda: Transformer(6, 3, 5, 2, activation=lambda x: 3 * torch.tanh(x)),
+            "'<lambda>'.*ACTIVATIONS",
+        ),
+        (lambda: Transformer(6, 3, 5, 2, activation=torch.relu), "'relu'.*ACTIVATIONS"),
+        (lambda: Transformer(6, 3, 5, 2, activation=torch.nn.ReLU()), r"'ReLU\(\)'"),
+        (lambda: with_beta(1.5), r"\[0, 1\].*beta = 1.5"),
+        (lambda: with_beta(-0.5), "beta = -0.5"),
+        (lambda: WithLayerNorm(6, 3, 5, 2), "WithLayerNorm.*rcutil.model.Transformer"),
+        (lambda: torch.nn.Linear(6, 2), "Linear"),
+    ],
+    ids=[
+        "3 tanh",
+        "relu",
+        "ReLU module",
+        "beta 1.5",
+        "beta -0.5",
+        "layer norm",
+        "Linear",
+    ],
+)
 def test_models_outside_the_rules_are_refused(make, match):
     model = make()
     X = torch.randn(1, 3, 6, dtype=torch.float64)
@@ -471,19 +545,22 @@ def test_models_outside_the_rules_are_refused(make, match):
         check_certifiable(model)
     if isinstance(model, Transformer):
         Y = torch.zeros(1, 3, 2, dtype=torch.float64)
-        for call in (lambda: certificate(model, X, Y, r=0.1),
-                     lambda: feature_bounds(model, X, 0.1),
-                     lambda: best_certificate(model, X, Y)):
+        for call in (
+            lambda: certificate(model, X, Y, r=0.1),
+            lambda: feature_bounds(model, X, 0.1),
+            lambda: best_certificate(model, X, Y),
+        ):
             with pytest.raises(ValueError, match=match):
                 call()
 
 
 def test_covered_models_pass_and_odd_layouts_are_refused():
-    check_certifiable(Transformer(6, 3, 5, 2, activation=torch.nn.functional.tanh,
-                                  beta=0.0))
+    check_certifiable(
+        Transformer(6, 3, 5, 2, activation=torch.nn.functional.tanh, beta=0.0)
+    )
     check_certifiable(Transformer(6, 3, 5, 2, activation=torch.nn.Tanh(), beta=1))
     model = Transformer(6, 3, 5, 2)
-    model.beta = torch.tensor(0.5)        # a tensor beta: not a constant the rules know
+    model.beta = torch.tensor(0.5)  # a tensor beta: not a constant the rules know
     with pytest.raises(ValueError, match="beta = tensor"):
         check_certifiable(model)
     model = Transformer(6, 3, 5, 2)
@@ -495,8 +572,9 @@ def test_covered_models_pass_and_odd_layouts_are_refused():
     with pytest.raises(ValueError, match="layout.*b_1"):
         check_certifiable(model)
     model = Transformer(6, 3, 5, 2)
-    model.blocks[0].__class__ = type("Block", (torch.nn.Module,),
-                                     {"forward": model.blocks[0].forward})
+    model.blocks[0].__class__ = type(
+        "Block", (torch.nn.Module,), {"forward": model.blocks[0].forward}
+    )
     with pytest.raises(ValueError, match="layout"):
         check_certifiable(model)
 
@@ -521,6 +599,6 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match=r"d >= N n.*N n = 8 > d = 6"):
         certificate(model, wide, torch.zeros(4, 2, 2, dtype=torch.float64), r=0.1)
     with pytest.raises(ValueError, match="s0 = 0.*another initialisation"):
-        best_certificate(*one_layer_attained())                       # H_0 = 0
+        best_certificate(*one_layer_attained())  # H_0 = 0
     with pytest.raises(ValueError, match="C = 0.*is X zero"):
         certificate(model, torch.zeros_like(X), Y, r=0.1)

@@ -1,5 +1,6 @@
-"""The book's execution stages: a cell that raises fails them; a chapter executes once per
-build; and every profile builds from its own execution."""
+"""The book's execution stages: a cell that raises fails them; a chapter executes once
+per build; and every profile builds from its own execution."""
+
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,7 +19,9 @@ kernelspec:
   name: python3
 ---
 """
-BAD_CHAPTER = FRONT + """
+BAD_CHAPTER = (
+    FRONT
+    + """
 # A chapter with a failing check
 
 ```{code-cell} ipython3
@@ -29,7 +32,10 @@ x = 1
 assert x == 2, "this check fails on purpose"
 ```
 """
-PROFILE_CHAPTER = FRONT + """
+)
+PROFILE_CHAPTER = (
+    FRONT
+    + """
 # A chapter that says its profile
 
 ```{code-cell} ipython3
@@ -40,9 +46,12 @@ glue("profile", os.environ["RCUTIL_PROFILE"], display=False)
 
 Built with the {glue:text}`profile` profile.
 """
+)
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed"),
+]
 
 
 def small_book(tmp_path, chapter: str):
@@ -58,8 +67,12 @@ def small_book(tmp_path, chapter: str):
 
 
 def make(*args):
-    return subprocess.run(["make", "-s", "-C", str(ROOT), *args], capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        ["make", "-s", "-C", str(ROOT), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_raising_cell_fails_the_execute_stage(tmp_path):
@@ -82,6 +95,12 @@ def test_each_chapter_executes_once_and_each_profile_builds_from_its_own_run(tmp
         proc = make("execute", "build", f"BOOK_ROOT={book}", f"PROFILE={profile}")
         log = proc.stdout + proc.stderr
         assert proc.returncode == 0, log
-        assert "executed" in log and "Executing notebook" not in log, log   # the build reuses the run
-        html = (book / "_build" / profile / "_build" / "html" / "book" / "page.html").read_text()
-        assert f"with the {profile} profile" in html.replace("<span class=\"pasted-text\">", "").replace("</span>", "")
+        assert "executed" in log and "Executing notebook" not in log, (
+            log
+        )  # the build reuses the run
+        html = (
+            book / "_build" / profile / "_build" / "html" / "book" / "page.html"
+        ).read_text()
+        assert f"with the {profile} profile" in html.replace(
+            "<span class=\"pasted-text\">", ""
+        ).replace("</span>", "")

@@ -1,6 +1,7 @@
 """python -m rcutil: a run writes its sealed result; everything a user can get
 wrong is one line on stderr, checked before the run where it can be, with no traceback
 unless --debug; Ctrl-C exits with 130 and one line."""
+
 import contextlib
 import errno
 import json
@@ -35,9 +36,13 @@ def one_line_error(proc, *words: str) -> str:
 
 def command(*args: str, **env: str) -> subprocess.CompletedProcess:
     """``python -m rcutil ARGS`` in a fresh process, with ``env`` added."""
-    return subprocess.run([sys.executable, "-m", "rcutil", *args, "--no-progress"],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-m", "rcutil", *args, "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
 
 
 @pytest.fixture
@@ -56,13 +61,14 @@ def own_store(tmp_path_factory, monkeypatch):
 
 @pytest.fixture
 def quick_run(monkeypatch):
-    """The model experiment, with a run that returns at once (a result with one GD run of
-    losses [1.0])."""
+    """The model experiment, with a run that returns at once (a result with one GD run
+    of losses [1.0])."""
     module = experiments.load("model")
 
     def run(settings, **kwargs):
-        return module.Result(settings, {}, {}, {}, [],
-                             [module.GDRun(1.0, [1.0], [1.0], [1.0], [1.0])])
+        return module.Result(
+            settings, {}, {}, {}, [], [module.GDRun(1.0, [1.0], [1.0], [1.0], [1.0])]
+        )
 
     monkeypatch.setattr(module, "run", run)
     return module
@@ -79,13 +85,16 @@ def written_losses(path: Path) -> list[float]:
 
 # ----------------------------------------------------------------------- a run
 def test_model_experiment_writes_its_sealed_result(tmp_path):
-    assert main(["model", "--profile", "ci", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert (
+        main(["model", "--profile", "ci", "--out", str(tmp_path), "--no-progress"]) == 0
+    )
     written = json.loads((tmp_path / "model.json").read_text())
     assert written["experiment"] == "model" and written["profile"] == "ci"
     assert {"torch", "numpy", "python"} <= set(written["versions"])
     assert written["result"]["settings"]["profile"] == "ci"
     assert results.unsealed(tmp_path / "model.json") == results.unsealed(
-        results.stored_path(experiments.load("model"), "ci"))
+        results.stored_path(experiments.load("model"), "ci")
+    )
 
 
 def test_same_profile_same_numbers():
@@ -102,11 +111,15 @@ def test_a_read_only_result_file_is_replaced(tmp_path, quick_run, capsys):
 
 
 def test_profile_and_experiment_names_are_choices():
-    proc = subprocess.run([sys.executable, "-m", "rcutil", "model", "--profile",
-                           "huge"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rcutil", "model", "--profile", "huge"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "invalid choice: 'huge'" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "rcutil", "nonsense"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rcutil", "nonsense"], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
     with pytest.raises(ValueError, match="unknown experiment"):
         experiments.load("nonsense")
@@ -123,8 +136,9 @@ def test_an_empty_out_is_refused(tmp_path, no_run, capsys, monkeypatch):
 def test_out_naming_a_file_fails_before_the_run(tmp_path, capsys, no_run):
     out = tmp_path / "out.txt"
     out.write_text("not a folder")
-    one_line_error(run_main(capsys, "--out", str(out)), f"--out {out} is a file",
-                   "choose")
+    one_line_error(
+        run_main(capsys, "--out", str(out)), f"--out {out} is a file", "choose"
+    )
 
 
 @pytest.mark.parametrize("under", [False, True])
@@ -132,34 +146,42 @@ def test_out_as_a_broken_link_is_named(tmp_path, capsys, no_run, under):
     link = tmp_path / "results"
     link.symlink_to(tmp_path / "gone")
     out = link / "sub" if under else link
-    line = one_line_error(run_main(capsys, "--out", str(out)), "which does not exist",
-                          "--out")
+    line = one_line_error(
+        run_main(capsys, "--out", str(out)), "which does not exist", "--out"
+    )
     assert f"{link} is a link to {tmp_path / 'gone'}" in line
     assert "File exists" not in line
 
 
-def test_out_that_cannot_be_written_fails_before_the_run(tmp_path, capsys, no_run,
-                                                         monkeypatch):
+def test_out_that_cannot_be_written_fails_before_the_run(
+    tmp_path, capsys, no_run, monkeypatch
+):
     out = tmp_path / "locked"
     out.mkdir()
     out.chmod(0o555)
-    if os.geteuid() == 0:   # root writes anywhere: deny as the file system would
+    if os.geteuid() == 0:  # root writes anywhere: deny as the file system would
+
         def deny(*args, **kwargs):
             raise PermissionError(13, "Permission denied")
 
         monkeypatch.setattr("tempfile.TemporaryFile", deny)
-    one_line_error(run_main(capsys, "--out", str(out / "sub")),
-                   "this user can write to", "choose another --out")
+    one_line_error(
+        run_main(capsys, "--out", str(out / "sub")),
+        "this user can write to",
+        "choose another --out",
+    )
 
 
 def test_out_holding_a_folder_where_the_result_goes(tmp_path, capsys, no_run):
     (tmp_path / "model.json").mkdir()
-    one_line_error(run_main(capsys, "--out", str(tmp_path)),
-                   "holds a folder model.json")
+    one_line_error(
+        run_main(capsys, "--out", str(tmp_path)), "holds a folder model.json"
+    )
 
 
 def test_a_result_file_that_cannot_be_replaced_fails_before_the_run(
-        tmp_path, capsys, no_run, monkeypatch):
+    tmp_path, capsys, no_run, monkeypatch
+):
     """An immutable model.json: the rename at the end of the run would fail, so the
     run does not start. Simulated here (the file system refuses the link)."""
     (tmp_path / "model.json").write_text("{}")
@@ -168,13 +190,18 @@ def test_a_result_file_that_cannot_be_replaced_fails_before_the_run(
         raise PermissionError(errno.EPERM, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", refuse)
-    one_line_error(run_main(capsys, "--out", str(tmp_path)), "cannot be replaced",
-                   "model.json", "choose another --out")
+    one_line_error(
+        run_main(capsys, "--out", str(tmp_path)),
+        "cannot be replaced",
+        "model.json",
+        "choose another --out",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.json"]
 
 
 def test_a_result_file_of_another_user_in_a_sticky_folder_fails_before_the_run(
-        tmp_path, capsys, no_run, monkeypatch):
+    tmp_path, capsys, no_run, monkeypatch
+):
     """Linking works there but renaming onto the file does not (simulated)."""
     (tmp_path / "model.json").write_text("{}")
 
@@ -186,16 +213,19 @@ def test_a_result_file_of_another_user_in_a_sticky_folder_fails_before_the_run(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.json"]
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("chattr") is None,
-                    reason="setting the immutable flag needs root and chattr")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("chattr") is None,
+    reason="setting the immutable flag needs root and chattr",
+)
 def test_an_immutable_result_file_fails_before_the_run(tmp_path, capsys, no_run):
     target = tmp_path / "model.json"
     target.write_text("{}")
     if subprocess.run(["chattr", "+i", str(target)]).returncode != 0:
         pytest.skip("this file system has no immutable flag")
     try:
-        one_line_error(run_main(capsys, "--out", str(tmp_path)), "cannot be replaced",
-                       "chattr -i")
+        one_line_error(
+            run_main(capsys, "--out", str(tmp_path)), "cannot be replaced", "chattr -i"
+        )
         assert sorted(p.name for p in tmp_path.iterdir()) == ["model.json"]
     finally:
         subprocess.run(["chattr", "-i", str(target)])
@@ -211,53 +241,73 @@ def test_a_replaceable_result_file_is_left_as_it_was_by_the_check(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.json"]
 
 
-def test_too_little_free_space_fails_before_the_run(tmp_path, capsys, no_run,
-                                                    monkeypatch):
+def test_too_little_free_space_fails_before_the_run(
+    tmp_path, capsys, no_run, monkeypatch
+):
     usage = shutil.disk_usage(tmp_path)
-    monkeypatch.setattr(shutil, "disk_usage",
-                        lambda path: usage._replace(free=5 * 2**20))
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda path: usage._replace(free=5 * 2**20)
+    )
     out = tmp_path / "new" / "out"
-    line = one_line_error(run_main(capsys, "--out", str(out)), "MiB free",
-                          "free some space")
+    line = one_line_error(
+        run_main(capsys, "--out", str(out)), "MiB free", "free some space"
+    )
     assert f"--out {out} has 5.0 MiB free" in line
     assert not (tmp_path / "new").exists(), "the refused folder was left behind"
 
 
-def test_a_full_disk_at_write_time_names_the_file(tmp_path, capsys, quick_run,
-                                                  monkeypatch):
+def test_a_full_disk_at_write_time_names_the_file(
+    tmp_path, capsys, quick_run, monkeypatch
+):
     def full(payload, path):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cli, "write_json", full)
-    line = one_line_error(run_main(capsys, "--out", str(tmp_path)),
-                          "No space left on device", "free some space")
+    line = one_line_error(
+        run_main(capsys, "--out", str(tmp_path)),
+        "No space left on device",
+        "free some space",
+    )
     assert f"cannot write {tmp_path / 'model.json'}" in line
 
 
 # ----------------------------------------------------------------------- other faults
 def test_faults_in_a_fresh_process_are_one_line_without_traceback(tmp_path):
-    one_line_error(command("model", "--out", str(tmp_path), RCUTIL_TORCH_THREADS="abc"),
-                   "python -m rcutil: error:", "RCUTIL_TORCH_THREADS='abc'")
-    one_line_error(command("model", "--device", "CPU", "--out", str(tmp_path)),
-                   "device 'CPU'", "lower case")
+    one_line_error(
+        command("model", "--out", str(tmp_path), RCUTIL_TORCH_THREADS="abc"),
+        "python -m rcutil: error:",
+        "RCUTIL_TORCH_THREADS='abc'",
+    )
+    one_line_error(
+        command("model", "--device", "CPU", "--out", str(tmp_path)),
+        "device 'CPU'",
+        "lower case",
+    )
     assert not list(tmp_path.iterdir()), "nothing was written"
 
 
 def test_too_many_torch_threads_are_refused_at_once(tmp_path):
     """5000 threads hung torch and 100000 crashed it: both are refused in one line."""
     for n in ("5000", "100000"):
-        one_line_error(command("model", "--out", str(tmp_path), RCUTIL_TORCH_THREADS=n),
-                       f"RCUTIL_TORCH_THREADS='{n}'", "whole number from 1 to")
+        one_line_error(
+            command("model", "--out", str(tmp_path), RCUTIL_TORCH_THREADS=n),
+            f"RCUTIL_TORCH_THREADS='{n}'",
+            "whole number from 1 to",
+        )
     assert not list(tmp_path.iterdir())
 
 
-def test_a_device_torch_cannot_compute_on_fails_before_the_run(tmp_path, capsys,
-                                                              no_run, monkeypatch):
+def test_a_device_torch_cannot_compute_on_fails_before_the_run(
+    tmp_path, capsys, no_run, monkeypatch
+):
     """A device that passes the name checks but fails a computation (as a CUDA build
     for other hardware does; here torch's meta device, whose values cannot be read)."""
     monkeypatch.setattr("rcutil.validate.device", lambda value: torch.device("meta"))
-    line = one_line_error(run_main(capsys, "--out", str(tmp_path / "out")),
-                          "device 'meta' cannot run a computation", "use cpu")
+    line = one_line_error(
+        run_main(capsys, "--out", str(tmp_path / "out")),
+        "device 'meta' cannot run a computation",
+        "use cpu",
+    )
     assert "meta tensors" in line and not (tmp_path / "out").exists()
 
 
@@ -266,25 +316,36 @@ def test_debug_lets_the_error_through_with_its_traceback(tmp_path):
         main(["model", "--device", "CPU", "--out", str(tmp_path), "--debug"])
 
 
-@pytest.mark.parametrize("args, env, words", [
-    (["--device", "cuda"], {}, ["device 'cuda' asked for", "use cpu"]),
-    (["--device", "xla"], {}, ["device 'xla'", "use cpu"]),
-    (["--device", "meta"], {}, ["device 'meta'", "use cpu"]),
-    (["--estimate", "--device", "nonsense"], {}, ["device 'nonsense'"]),
-    ([], {"RCUTIL_PROFILE": "huge"}, ["profile 'huge'", "ci, book, paper"]),
-    ([], {"RCUTIL_DATA_DIR": "nowhere"}, ["RCUTIL_DATA_DIR=", "does not exist",
-                                          "unset it"]),
-    ([], {"RCUTIL_CACHE_DIR": "FILE", "RCUTIL_DATA_DIR": ""},
-     ["RCUTIL_CACHE_DIR", "is a file"]),
-])
-def test_faults_are_one_line_in_process(tmp_path, capsys, monkeypatch, no_run, args,
-                                        env, words):
+@pytest.mark.parametrize(
+    "args, env, words",
+    [
+        (["--device", "cuda"], {}, ["device 'cuda' asked for", "use cpu"]),
+        (["--device", "xla"], {}, ["device 'xla'", "use cpu"]),
+        (["--device", "meta"], {}, ["device 'meta'", "use cpu"]),
+        (["--estimate", "--device", "nonsense"], {}, ["device 'nonsense'"]),
+        ([], {"RCUTIL_PROFILE": "huge"}, ["profile 'huge'", "ci, book, paper"]),
+        (
+            [],
+            {"RCUTIL_DATA_DIR": "nowhere"},
+            ["RCUTIL_DATA_DIR=", "does not exist", "unset it"],
+        ),
+        (
+            [],
+            {"RCUTIL_CACHE_DIR": "FILE", "RCUTIL_DATA_DIR": ""},
+            ["RCUTIL_CACHE_DIR", "is a file"],
+        ),
+    ],
+)
+def test_faults_are_one_line_in_process(
+    tmp_path, capsys, monkeypatch, no_run, args, env, words
+):
     if "cuda" in args and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     (tmp_path / "FILE").write_text("")
     for key, value in env.items():
-        monkeypatch.setenv(key, str(tmp_path / value) if value in ("FILE", "nowhere")
-                           else value)
+        monkeypatch.setenv(
+            key, str(tmp_path / value) if value in ("FILE", "nowhere") else value
+        )
     data_vars = {"RCUTIL_CACHE_DIR", "RCUTIL_DATA_DIR"}
     experiment = "sst2" if data_vars & set(env) else "model"
     rc = main([experiment, "--out", str(tmp_path / "out"), "--no-progress", *args])
@@ -297,13 +358,17 @@ def test_ctrl_c_while_torch_loads_is_one_line_and_exit_130(tmp_path):
     the path, sends it to its own process."""
     fake = tmp_path / "torch"
     fake.mkdir()
-    (fake / "__init__.py").write_text("import os, signal, time\n"
-                                      "os.kill(os.getpid(), signal.SIGINT)\n"
-                                      "time.sleep(30)\n")
+    (fake / "__init__.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "rcutil", "model", "--out",
-                           str(tmp_path / "out")], capture_output=True, text=True,
-                          timeout=60, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rcutil", "model", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 130
     assert one_line_error(proc) == "python -m rcutil: interrupted"
     assert not (tmp_path / "out").exists()
@@ -327,22 +392,33 @@ def loading_torch(proc: subprocess.Popen, timeout: float = 120) -> bool:
 def test_ctrl_c_once_torch_loads_or_later_is_one_line(tmp_path, after):
     """A real SIGINT while torch loads, and at moments after it: loading the
     experiments, checking, running."""
-    proc = subprocess.Popen([sys.executable, "-m", "rcutil", "model", "--out",
-                             str(tmp_path / "out"), "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rcutil",
+            "model",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert loading_torch(proc), proc.communicate()[1]
     time.sleep(after)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     if proc.returncode == 0 and after:
-        return                    # it was faster than the signal
+        return  # it was faster than the signal
     assert proc.returncode == 130, stderr
     assert one_line_error((proc.returncode, stderr)) == "python -m rcutil: interrupted"
 
 
 def test_ctrl_c_while_the_result_is_written_raises_and_leaves_no_file(
-        tmp_path, capsys, quick_run, monkeypatch):
+    tmp_path, capsys, quick_run, monkeypatch
+):
     """Under python -m rcutil, Ctrl-C exits at once, except while the result file and
     the figures are written: there it raises, and the write removes its temporary
     file."""

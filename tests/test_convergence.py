@@ -2,6 +2,7 @@
 recomputed from the iterates of an independent GD loop, the tightness at the last
 iterate, and every claim's status recomputed from the stored numbers and flipped by
 editing them."""
+
 import copy
 import dataclasses
 import math
@@ -39,7 +40,7 @@ def test_certificate_holds_on_the_instance():
     c = best_certificate(model, X, Y, n_radii=s["n_radii"])
     assert c.holds and c.lam > 0 and c.path_bound <= c.r
     assert c.alpha <= c.C and math.isclose(c.mu, 1 / c.C)
-    assert c.alpha / c.C <= c.kappa_inv_sq             # alpha / C <= kappa(H_0)^-2
+    assert c.alpha / c.C <= c.kappa_inv_sq  # alpha / C <= kappa(H_0)^-2
     # too large targets break the stay-in-the-ball condition: the check can fail
     assert not best_certificate(model, X, Y * 1e3, n_radii=s["n_radii"]).holds
 
@@ -102,9 +103,11 @@ def gd_iterates(settings, layers, mu, steps):
 
 def hessian_top(phi, theta):
     """|lambda|_max of the Hessian of phi at theta, by scipy's ARPACK on HVPs."""
+
     def hvp(v):
         v = torch.as_tensor(np.asarray(v).ravel(), dtype=theta.dtype)
         return torch.func.jvp(torch.func.grad(phi), (theta,), (v,))[1].numpy()
+
     op = sla.LinearOperator((theta.numel(),) * 2, matvec=hvp, dtype=np.float64)
     return float(abs(sla.eigsh(op, k=1, which="LM", tol=1e-13)[0][0]))
 
@@ -146,7 +149,7 @@ def expected_statuses(result):
     tol = result.settings["tol"]
 
     def ran(d):
-        loss = np.asarray(d.loss, dtype=float)[:d.steps_to_tolerance + 1]
+        loss = np.asarray(d.loss, dtype=float)[: d.steps_to_tolerance + 1]
         c = d.certificate
         contracts = np.all(loss[1:] / loss[:-1] <= 1 - c["mu"] * c["alpha"] + 1e-12)
         return bool(contracts), bool(loss[-1] / loss[0] <= tol)
@@ -154,10 +157,13 @@ def expected_statuses(result):
     def proof_holds(d):
         c = d.certificate
         ratios = [v["ratio"] for p in d.tightness.values() for v in p.values()]
-        return (np.min(d.local_pl) >= c["alpha"]
-                and np.max(d.distance) <= c["path_bound"]
-                and c["path_bound"] <= c["r"] and np.min(d.sigma_min_H) >= c["lam"]
-                and max(ratios) <= 1)
+        return (
+            np.min(d.local_pl) >= c["alpha"]
+            and np.max(d.distance) <= c["path_bound"]
+            and c["path_bound"] <= c["r"]
+            and np.min(d.sigma_min_H) >= c["lam"]
+            and max(ratios) <= 1
+        )
 
     def verdict(ok):
         return DEVIATION if ok else NOT_REPRODUCED
@@ -165,10 +171,11 @@ def expected_statuses(result):
     (one,) = [d for d in result.depths if d.layers == 1]
     deeper = [d for d in result.depths if d.layers > 1]
     slow = [p for p in result.sweep if p.beta >= 0.25]
-    factors = [(1 - p.late_rate) / (1 - (1 - p.kappa_H ** -2) ** 2) for p in slow]
+    factors = [(1 - p.late_rate) / (1 - (1 - p.kappa_H**-2) ** 2) for p in slow]
     late = [p.late_rate for p in sorted(result.sweep, key=lambda p: p.beta)]
-    follows = (all(1 / 1.5 <= f <= 1.5 for f in factors)
-               and all(b < a for a, b in zip(late, late[1:])))
+    follows = all(1 / 1.5 <= f <= 1.5 for f in factors) and all(
+        b < a for a, b in zip(late, late[1:])
+    )
     return {
         "lemma-smoothness": verdict(all(proof_holds(d) for d in result.depths)),
         "theorem-1": verdict(ran(one)[0]),
@@ -209,8 +216,10 @@ def rising_step(d, t=3):
 def stopped_early(d):
     """d's lists cut ten iterates before the tolerance: GD stopped short of it."""
     T = d.steps_to_tolerance - 10
-    cut = {k: getattr(d, k)[:T + 1] for k in
-           ("loss", "grad_norm", "distance", "sigma_min_H", "local_pl")}
+    cut = {
+        k: getattr(d, k)[: T + 1]
+        for k in ("loss", "grad_norm", "distance", "sigma_min_H", "local_pl")
+    }
     return dict(cut, steps_to_tolerance=T)
 
 
@@ -256,24 +265,36 @@ def sigma_below_bound(r):
 def K_H_above_bound(r):
     d = at(r, 2)
     above = {"true": 2.0, "bound": 1.0, "ratio": 2.0}
-    return edited(r, 2, tightness={**d.tightness,
-                                   "last": {**d.tightness["last"], "K_H": above}})
+    return edited(
+        r, 2, tightness={**d.tightness, "last": {**d.tightness["last"], "K_H": above}}
+    )
 
 
 LEMMA = {"lemma-smoothness"}
 EDITS = [
-    pytest.param(lambda r: edited(r, 4, loss=rising_step(at(r, 4))), {"multilayer"},
-                 id="L4-rate"),
-    pytest.param(lambda r: edited(r, 2, **stopped_early(at(r, 2))), {"multilayer"},
-                 id="L2-stops-early"),
-    pytest.param(lambda r: edited(r, 1, loss=rising_step(at(r, 1))), {"theorem-1"},
-                 id="L1-rate"),
-    pytest.param(lambda r: edited(r, 1, **stopped_early(at(r, 1))), {"corollary-1"},
-                 id="L1-stops-early"),
+    pytest.param(
+        lambda r: edited(r, 4, loss=rising_step(at(r, 4))), {"multilayer"}, id="L4-rate"
+    ),
+    pytest.param(
+        lambda r: edited(r, 2, **stopped_early(at(r, 2))),
+        {"multilayer"},
+        id="L2-stops-early",
+    ),
+    pytest.param(
+        lambda r: edited(r, 1, loss=rising_step(at(r, 1))), {"theorem-1"}, id="L1-rate"
+    ),
+    pytest.param(
+        lambda r: edited(r, 1, **stopped_early(at(r, 1))),
+        {"corollary-1"},
+        id="L1-stops-early",
+    ),
     pytest.param(lambda r: pl_at_depth(r, 1, None), LEMMA, id="pl-one-iterate"),
     pytest.param(lambda r: pl_at_depth(r, 4, 1), LEMMA, id="pl-at-L4"),
-    pytest.param(lambda r: edited(r, 4, local_pl=pl_between_alphas(r, 4)), set(),
-                 id="pl-above-its-own-alpha"),
+    pytest.param(
+        lambda r: edited(r, 4, local_pl=pl_between_alphas(r, 4)),
+        set(),
+        id="pl-above-its-own-alpha",
+    ),
     pytest.param(alpha_above_pl, LEMMA, id="alpha-above-pl"),
     pytest.param(distance_past_bound, LEMMA, id="distance-at-L2"),
     pytest.param(sigma_below_bound, LEMMA, id="sigma-at-L1"),
@@ -301,9 +322,12 @@ def with_point(result, beta, **fields):
 
 def test_the_rate_claim_flips_with_the_sweep(ci_result):
     def rate(r):
-        assert statuses(r)["rate-singular-values"] == expected_statuses(r)[
-            "rate-singular-values"]
+        assert (
+            statuses(r)["rate-singular-values"]
+            == expected_statuses(r)["rate-singular-values"]
+        )
         return statuses(r)["rate-singular-values"]
+
     p1 = pick(ci_result.sweep, beta=1.0)
     p0 = pick(ci_result.sweep, beta=0.0)
     # beta = 1 twice as fast as predicted
@@ -339,30 +363,43 @@ def acceptance_values(result):
     D, c = result.depths, [d.certificate for d in result.depths]
     sweep = sorted(result.sweep, key=lambda p: p.beta)
     p0 = sweep[0]
-    rates = [np.asarray(d.loss[:d.steps_to_tolerance + 1]) for d in D]
-    factors = [(1 - p.late_rate) / (1 - (1 - p.kappa_H ** -2) ** 2) for p in sweep
-               if p.beta >= 0.25]
-    return [all(x["holds"] for x in c),
-            max((r[1:] / r[:-1]).max() - x["predicted_rate"] for r, x in zip(rates, c)),
-            max(r[-1] / r[0] for r in rates),
-            max(np.max(d.distance) / x["path_bound"] for d, x in zip(D, c)),
-            max(x["path_bound"] / x["r"] for x in c),
-            min(np.min(d.sigma_min_H) / x["lam"] for d, x in zip(D, c)),
-            min(np.min(d.local_pl) / x["alpha"] for d, x in zip(D, c)),
-            max(v["ratio"] for d in D for point in d.tightness.values()
-                for v in point.values()),
-            max(x["alpha"] / x["C"] / x["kappa_inv_sq"] for x in c),
-            max(max(f, 1 / f) for f in factors),
-            max(b.late_rate - a.late_rate for a, b in zip(sweep, sweep[1:])),
-            p0.alpha_over_C, p0.certified, p0.loss[10], p0.late_rate]
+    rates = [np.asarray(d.loss[: d.steps_to_tolerance + 1]) for d in D]
+    factors = [
+        (1 - p.late_rate) / (1 - (1 - p.kappa_H**-2) ** 2)
+        for p in sweep
+        if p.beta >= 0.25
+    ]
+    return [
+        all(x["holds"] for x in c),
+        max((r[1:] / r[:-1]).max() - x["predicted_rate"] for r, x in zip(rates, c)),
+        max(r[-1] / r[0] for r in rates),
+        max(np.max(d.distance) / x["path_bound"] for d, x in zip(D, c)),
+        max(x["path_bound"] / x["r"] for x in c),
+        min(np.min(d.sigma_min_H) / x["lam"] for d, x in zip(D, c)),
+        min(np.min(d.local_pl) / x["alpha"] for d, x in zip(D, c)),
+        max(
+            v["ratio"]
+            for d in D
+            for point in d.tightness.values()
+            for v in point.values()
+        ),
+        max(x["alpha"] / x["C"] / x["kappa_inv_sq"] for x in c),
+        max(max(f, 1 / f) for f in factors),
+        max(b.late_rate - a.late_rate for a, b in zip(sweep, sweep[1:])),
+        p0.alpha_over_C,
+        p0.certified,
+        p0.loss[10],
+        p0.late_rate,
+    ]
 
 
 def test_the_acceptance_values_are_the_results_numbers(ci_result):
     table = convergence.checks(ci_result)
     assert len(table) == len(acceptance_values(ci_result))
     for check, value in zip(table, acceptance_values(ci_result)):
-        np.testing.assert_allclose(float(check.value), float(value), rtol=1e-12,
-                                   err_msg=check.what)
+        np.testing.assert_allclose(
+            float(check.value), float(value), rtol=1e-12, err_msg=check.what
+        )
 
 
 def at_bound(r):
@@ -389,7 +426,7 @@ def test_a_step_within_rounding_of_the_certified_rate_meets_it(ci_result):
 def test_a_loss_exactly_at_the_tolerance_reaches_it(ci_result):
     d, tol = at(ci_result, 1), ci_result.settings["tol"]
     T = d.steps_to_tolerance
-    loss = [1.0] + [tol] * T + d.loss[T + 1:]
+    loss = [1.0] + [tol] * T + d.loss[T + 1 :]
     assert statuses(edited(ci_result, 1, loss=loss))["corollary-1"] == DEVIATION
 
 
@@ -400,15 +437,46 @@ def test_evidence_exactly_at_a_bound_meets_it(ci_result):
     assert all(c.ok for c in convergence.checks(changed))
 
 
-@pytest.mark.parametrize("what, edit", [
-    ("path bound over $r$", lambda r: edited(r, 1, certificate=dict(
-        at(r, 1).certificate, r=at(r, 1).certificate["path_bound"] / 1.5))),
-    (r"\kappa(H_0)", lambda r: edited(r, 2, certificate=dict(
-        at(r, 2).certificate, kappa_inv_sq=at(r, 2).certificate["kappa_inv_sq"] / 2))),
-    ("measured value over its bound", lambda r: edited(r, 4, tightness={
-        **at(r, 4).tightness, "theta0": {**at(r, 4).tightness["theta0"], "C": {
-            "true": 1.5, "bound": 1.0, "ratio": 1.5}}})),
-])
+@pytest.mark.parametrize(
+    "what, edit",
+    [
+        (
+            "path bound over $r$",
+            lambda r: edited(
+                r,
+                1,
+                certificate=dict(
+                    at(r, 1).certificate, r=at(r, 1).certificate["path_bound"] / 1.5
+                ),
+            ),
+        ),
+        (
+            r"\kappa(H_0)",
+            lambda r: edited(
+                r,
+                2,
+                certificate=dict(
+                    at(r, 2).certificate,
+                    kappa_inv_sq=at(r, 2).certificate["kappa_inv_sq"] / 2,
+                ),
+            ),
+        ),
+        (
+            "measured value over its bound",
+            lambda r: edited(
+                r,
+                4,
+                tightness={
+                    **at(r, 4).tightness,
+                    "theta0": {
+                        **at(r, 4).tightness["theta0"],
+                        "C": {"true": 1.5, "bound": 1.0, "ratio": 1.5},
+                    },
+                },
+            ),
+        ),
+    ],
+)
 def test_a_check_fails_half_past_its_threshold(ci_result, what, edit):
     failed = [c.what for c in convergence.checks(edit(ci_result)) if not c.ok]
     assert len(failed) == 1 and what in failed[0], failed
@@ -437,7 +505,11 @@ def test_cli_writes_json(tmp_path, ci_result, monkeypatch):
 
     monkeypatch.setattr(convergence, "run", lambda settings, **kw: ci_result)
     monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path / "store"))
-    assert main(["convergence", "--profile", "ci", "--out", str(tmp_path),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            ["convergence", "--profile", "ci", "--out", str(tmp_path), "--no-progress"]
+        )
+        == 0
+    )
     data = read_json(tmp_path / "convergence.json")["result"]
     assert data["depths"][2]["distance"] == at(ci_result, 4).distance

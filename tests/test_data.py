@@ -2,6 +2,7 @@
 and the one-line errors of each fault. Files and servers are made by the tests: file://
 URLs, and a local HTTP server for what only HTTP can do (errors, stalls, cut
 connections)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -61,7 +62,7 @@ def put(folder, relpath: str, payload: bytes):
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    answer = None     #: answer(handler, k): how to answer the k-th request (k >= 1)
+    answer = None  #: answer(handler, k): how to answer the k-th request (k >= 1)
     hits: list
 
     def log_message(self, *args):
@@ -142,8 +143,12 @@ def test_unknown_name():
 
 
 def test_registry_knows_every_file_with_its_check():
-    for rel in ["sst2/train.tsv", "sst2/dev.tsv", "gpt2_tokenizer/vocab.json",
-                "gpt2_tokenizer/merges.txt"]:
+    for rel in [
+        "sst2/train.tsv",
+        "sst2/dev.tsv",
+        "gpt2_tokenizer/vocab.json",
+        "gpt2_tokenizer/merges.txt",
+    ]:
         assert len(data.ASSETS[rel].sha256) == 64 and data.ASSETS[rel].url
     full, excerpt = data.ASSETS[data.JENA_FILE], data.ASSETS[data.JENA_EXCERPT]
     assert full.url == data.JENA_URL and full.validate and full.sha256 is None
@@ -152,9 +157,11 @@ def test_registry_knows_every_file_with_its_check():
 
 def test_the_registry_is_complete_before_any_experiment_is_imported():
     """The Jena files are known to rcutil.data without rcutil.jena_data imported."""
-    code = ("import sys; from rcutil import data; "
-            "assert 'rcutil.jena_data' not in sys.modules; "
-            "print(data.JENA_FILE in data.ASSETS, data.JENA_EXCERPT in data.ASSETS)")
+    code = (
+        "import sys; from rcutil import data; "
+        "assert 'rcutil.jena_data' not in sys.modules; "
+        "print(data.JENA_FILE in data.ASSETS, data.JENA_EXCERPT in data.ASSETS)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.split() == ["True", "True"], out.stderr
 
@@ -162,8 +169,9 @@ def test_the_registry_is_complete_before_any_experiment_is_imported():
 @pytest.mark.parametrize("where", ["datadir", "cache"])
 def test_a_folder_where_a_file_should_be_is_called_a_folder(request, isolated, where):
     """Not "missing and could not be downloaded", with advice about the cache."""
-    root = request.getfixturevalue("datadir") if where == "datadir" else \
-        isolated / "cache"
+    root = (
+        request.getfixturevalue("datadir") if where == "datadir" else isolated / "cache"
+    )
     data.register(data.Asset("s/train.tsv", "https://example.org/x.zip", sha(b"x")))
     (root / "s" / "train.tsv").mkdir(parents=True)
     with pytest.raises(data.DataError, match="is a folder") as err:
@@ -197,7 +205,7 @@ def test_data_and_cache_folders_that_are_wrong(tmp_path, monkeypatch):
     with pytest.raises(data.DataError, match="does not exist") as err:
         data.find("sst2/dev.tsv")
     assert f"RCUTIL_DATA_DIR={tmp_path / 'nowhere'}" in str(err.value)
-    monkeypatch.setenv(data.DATA_DIR_ENV, "  ")            # blank: unset
+    monkeypatch.setenv(data.DATA_DIR_ENV, "  ")  # blank: unset
     (tmp_path / "cachefile").write_text("")
     monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cachefile"))
     with pytest.raises(data.DataError, match="is a file, not a folder") as err:
@@ -227,8 +235,9 @@ def test_a_corrupt_file_that_has_no_download_is_not_sent_to_download_it(datadir)
 
 @pytest.mark.parametrize("where", ["datadir", "cache"])
 def test_an_empty_data_file_is_called_empty(request, isolated, where):
-    root = request.getfixturevalue("datadir") if where == "datadir" else \
-        isolated / "cache"
+    root = (
+        request.getfixturevalue("datadir") if where == "datadir" else isolated / "cache"
+    )
     data.register(data.Asset("a/f.txt", "https://example.org/f.txt", sha(b"content")))
     empty = put(root, "a/f.txt", b"")
     with pytest.raises(data.DataError, match=r"is empty \(0 bytes\)") as err:
@@ -249,8 +258,9 @@ def test_unknown_checksum_is_recorded_then_enforced(isolated):
     path = data.find("j/j.csv", progress=False)
     recorded = path.with_name("j.csv.sha256").read_text().split()[0]
     assert recorded == sha(b"header\n1,2\n") and len(checked) == 1
-    assert data.find("j/j.csv") == path and len(checked) == 1, \
+    assert data.find("j/j.csv") == path and len(checked) == 1, (
         "the recorded checksum vouches for the structure: no second structure check"
+    )
     path.write_bytes(b"header\n1,3\n")  # same structure, other bytes
     with pytest.raises(data.DataError, match="j.csv.sha256"):
         data.find("j/j.csv")
@@ -260,6 +270,7 @@ def test_a_stale_recorded_checksum_is_named_and_deleting_it_is_the_fix(isolated)
     """A good file beside a .sha256 of another file: the message names the record, not
     the file, as the culprit; once the record is deleted, the file is checked by its
     structure and recorded again."""
+
     def validate(path):
         if not path.read_bytes().startswith(b"header"):
             raise data.DataError(f"{path}: wrong header")
@@ -307,8 +318,9 @@ def test_download_is_verified_and_lands_in_cache(isolated):
     data.register(data.Asset("d/f.bin", url, sha(payload)))
     path = data.find("d/f.bin", progress=False)
     assert path == isolated / "cache" / "d" / "f.bin" and path.read_bytes() == payload
-    assert [p.name for p in path.parent.iterdir() if not p.name.endswith(".lock")] == \
-        ["f.bin"], "no temporary file is left"
+    assert [p.name for p in path.parent.iterdir() if not p.name.endswith(".lock")] == [
+        "f.bin"
+    ], "no temporary file is left"
 
 
 def test_download_from_zip_member(isolated):
@@ -318,14 +330,18 @@ def test_download_from_zip_member(isolated):
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("SST/train.tsv", payload)
         zf.writestr("SST/other.tsv", b"other")
-    data.register(data.Asset("s/train.tsv", archive.as_uri(), sha(payload),
-                             member="SST/train.tsv"))
+    data.register(
+        data.Asset(
+            "s/train.tsv", archive.as_uri(), sha(payload), member="SST/train.tsv"
+        )
+    )
     assert data.find("s/train.tsv", progress=False).read_bytes() == payload
 
 
 def test_corrupt_download_is_rejected_and_nothing_is_left(isolated):
-    data.register(data.Asset("d/f.bin", serve(isolated, "f.bin", b"tampered"),
-                             sha(b"original")))
+    data.register(
+        data.Asset("d/f.bin", serve(isolated, "f.bin", b"tampered"), sha(b"original"))
+    )
     with pytest.raises(data.DataError, match="corrupt") as err:
         data.find("d/f.bin", progress=False)
     assert sha(b"original") in str(err.value)
@@ -353,8 +369,9 @@ def test_an_empty_download_is_called_empty(isolated):
 
 
 def test_missing_file_without_network_names_file_checksum_and_fix(isolated):
-    data.register(data.Asset("m/f.txt", (isolated / "server" / "absent.txt").as_uri(),
-                             sha(b"x")))
+    data.register(
+        data.Asset("m/f.txt", (isolated / "server" / "absent.txt").as_uri(), sha(b"x"))
+    )
     with pytest.raises(data.DataError, match="is missing") as err:
         data.find("m/f.txt", progress=False)
     assert sha(b"x") in str(err.value) and "RCUTIL_DATA_DIR" in str(err.value)
@@ -370,8 +387,9 @@ def test_a_file_without_download_speaks_of_the_projects_folders(isolated):
     assert "shared" not in msg
 
 
-def test_a_server_that_never_answers_times_out_with_bounded_retries(isolated,
-                                                                     monkeypatch):
+def test_a_server_that_never_answers_times_out_with_bounded_retries(
+    isolated, monkeypatch
+):
     monkeypatch.setattr(data, "TIMEOUT_S", 0.3)
     with silent_server() as (url, accepted):
         data.register(data.Asset("d/f.bin", url, sha(b"x")))
@@ -386,6 +404,7 @@ def test_a_server_that_never_answers_times_out_with_bounded_retries(isolated,
 
 def test_a_transient_server_error_is_retried(isolated):
     payload = b"payload\n" * 50
+
     def answer(h, k):
         return h.send_error(503) if k < 3 else h.send_payload(payload)
 
@@ -405,6 +424,7 @@ def test_a_missing_page_is_not_retried_and_is_named(isolated):
 
 def test_a_cut_connection_is_retried_and_never_kept(isolated):
     payload = b"0123456789" * 100
+
     def answer(h, k):
         return h.send_payload(payload, cut=300 if k == 1 else None)
 
@@ -417,15 +437,19 @@ def test_a_cut_connection_is_retried_and_never_kept(isolated):
 def test_two_processes_download_a_file_once(isolated):
     payload = b"slow bytes\n" * 1000
     gate = threading.Event()
+
     def answer(h, k):
         return gate.wait(5) and h.send_payload(payload)
 
     with http_server(answer) as (url, hits):
         data.register(data.Asset("d/f.bin", url, sha(payload)))
         found = []
-        workers = [threading.Thread(
-            target=lambda: found.append(data.find("d/f.bin", progress=False)))
-            for _ in range(2)]
+        workers = [
+            threading.Thread(
+                target=lambda: found.append(data.find("d/f.bin", progress=False))
+            )
+            for _ in range(2)
+        ]
         for w in workers:
             w.start()
         threading.Timer(0.5, gate.set).start()
@@ -435,13 +459,15 @@ def test_two_processes_download_a_file_once(isolated):
     assert len(hits) == 1, "the second waited for the first one's download"
 
 
-@pytest.mark.parametrize("litter", [".download-f.bin-k1ll3d", ".derive-f.bin-k1ll3d",
-                                    ".download-f.bin-r3c0rd"])
+@pytest.mark.parametrize(
+    "litter",
+    [".download-f.bin-k1ll3d", ".derive-f.bin-k1ll3d", ".download-f.bin-r3c0rd"],
+)
 def test_what_a_killed_download_left_is_removed_by_the_next(isolated, litter):
     payload = b"fresh"
     folder = isolated / "cache" / "d"
     left = folder / litter
-    if litter.endswith("r3c0rd"):      # a checksum record being written
+    if litter.endswith("r3c0rd"):  # a checksum record being written
         put(folder, litter, b"0123")
     else:
         put(left, "raw", b"half a download")
@@ -454,9 +480,15 @@ def test_what_a_killed_download_left_is_removed_by_the_next(isolated, litter):
 def test_what_a_killed_derivation_left_is_removed_by_the_next(isolated):
     url = serve(isolated, "src.txt", b"abc")
     data.register(data.Asset("d/src.txt", url, sha(b"abc")))
-    data.register(data.Asset("d/made.txt", None, sha(b"ABC"), source="d/src.txt",
-                             derive=lambda src, out: out.write_bytes(
-                                 src.read_bytes().upper())))
+    data.register(
+        data.Asset(
+            "d/made.txt",
+            None,
+            sha(b"ABC"),
+            source="d/src.txt",
+            derive=lambda src, out: out.write_bytes(src.read_bytes().upper()),
+        )
+    )
     left = isolated / "cache" / "d" / ".derive-made.txt-k1ll3d"
     put(left, "made.txt", b"AB")
     assert data.find("d/made.txt", progress=False).read_bytes() == b"ABC"
@@ -470,7 +502,7 @@ def test_a_killed_download_leaves_no_file_a_rerun_would_trust(isolated):
     started = threading.Event()
 
     def answer(handler, k):
-        if k == 1:                     # the first download stalls after its first bytes
+        if k == 1:  # the first download stalls after its first bytes
             handler.send_response(200)
             handler.send_header("Content-Length", str(len(payload)))
             handler.end_headers()
@@ -482,13 +514,16 @@ def test_a_killed_download_leaves_no_file_a_rerun_would_trust(isolated):
             handler.send_payload(payload)
 
     with http_server(answer) as (url, hits):
-        code = ("from rcutil import data\n"
-                f"data.ASSETS = {{'d/f.bin': data.Asset('d/f.bin', {url!r}, "
-                f"{sha(payload)!r})}}\n"
-                "data.find('d/f.bin', progress=False)\n")
-        proc = subprocess.Popen([sys.executable, "-c", code],
-                                env={**os.environ, data.CACHE_DIR_ENV:
-                                     str(isolated / "cache")})
+        code = (
+            "from rcutil import data\n"
+            f"data.ASSETS = {{'d/f.bin': data.Asset('d/f.bin', {url!r}, "
+            f"{sha(payload)!r})}}\n"
+            "data.find('d/f.bin', progress=False)\n"
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env={**os.environ, data.CACHE_DIR_ENV: str(isolated / "cache")},
+        )
         assert started.wait(60), "the download did not start"
         proc.kill()
         proc.wait()
@@ -506,10 +541,13 @@ def test_a_damaged_archive_member_names_the_archive_url_and_member(isolated):
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("SST/train.tsv", payload)
     raw = bytearray(archive.read_bytes())
-    raw[len(raw) // 3] ^= 0xFF   # one flipped byte inside the compressed member
+    raw[len(raw) // 3] ^= 0xFF  # one flipped byte inside the compressed member
     archive.write_bytes(bytes(raw))
-    data.register(data.Asset("s/train.tsv", archive.as_uri(), sha(payload),
-                             member="SST/train.tsv"))
+    data.register(
+        data.Asset(
+            "s/train.tsv", archive.as_uri(), sha(payload), member="SST/train.tsv"
+        )
+    )
     with pytest.raises(data.DataError, match="damaged") as err:
         data.find("s/train.tsv", progress=False)
     msg = str(err.value)
@@ -522,13 +560,17 @@ def test_a_wrong_archive_member_is_reported_without_a_temporary_path(isolated):
     archive.parent.mkdir()
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("SST/train.tsv", b"other bytes")
-    data.register(data.Asset("s/train.tsv", archive.as_uri(), sha(b"expected"),
-                             member="SST/train.tsv"))
+    data.register(
+        data.Asset(
+            "s/train.tsv", archive.as_uri(), sha(b"expected"), member="SST/train.tsv"
+        )
+    )
     with pytest.raises(data.DataError, match="not kept") as err:
         data.find("s/train.tsv", progress=False)
     msg = str(err.value)
-    assert msg.startswith(f"the member SST/train.tsv of the archive from "
-                          f"{archive.as_uri()} is corrupt")
+    assert msg.startswith(
+        f"the member SST/train.tsv of the archive from {archive.as_uri()} is corrupt"
+    )
     assert ".download-" not in msg and sha(b"expected") in msg
 
 
@@ -543,23 +585,35 @@ def _mirror() -> dict[str, bytes]:
     """The canonical URLs of the SST-2 archive and the tokenizer files, served from the
     copies this machine has (data folder or cache)."""
     try:
-        local = {rel: data.find(rel, allow_download=False) for rel in
-                 ("sst2/train.tsv", "sst2/dev.tsv", "gpt2_tokenizer/vocab.json",
-                  "gpt2_tokenizer/merges.txt")}
+        local = {
+            rel: data.find(rel, allow_download=False)
+            for rel in (
+                "sst2/train.tsv",
+                "sst2/dev.tsv",
+                "gpt2_tokenizer/vocab.json",
+                "gpt2_tokenizer/merges.txt",
+            )
+        }
     except data.DataError as exc:
-        pytest.skip(f"needs local copies of the data files to stand in for the "
-                    f"network: {exc}")
+        pytest.skip(
+            f"needs local copies of the data files to stand in for the network: {exc}"
+        )
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:
         for split in ("train", "dev"):
             zf.write(local[f"sst2/{split}.tsv"], f"SST-2/{split}.tsv")
-    return {data.SST2_URL: archive.getvalue(),
-            **{data.GPT2_URL + name: local[f"gpt2_tokenizer/{name}"].read_bytes()
-               for name in ("vocab.json", "merges.txt")}}
+    return {
+        data.SST2_URL: archive.getvalue(),
+        **{
+            data.GPT2_URL + name: local[f"gpt2_tokenizer/{name}"].read_bytes()
+            for name in ("vocab.json", "merges.txt")
+        },
+    }
 
 
-def test_fresh_clone_downloads_every_ci_data_file_without_a_data_folder(tmp_path,
-                                                                        monkeypatch):
+def test_fresh_clone_downloads_every_ci_data_file_without_a_data_folder(
+    tmp_path, monkeypatch
+):
     """No data folder, an empty cache, and the network stubbed by copies of the real
     files: every data file the ci profile reads is downloaded, verified against its
     pinned checksum and cached (the Jena files: test_jena_data.py)."""
@@ -575,12 +629,16 @@ def test_fresh_clone_downloads_every_ci_data_file_without_a_data_folder(tmp_path
     monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
     monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
-    needed = {rel for e in experiments.registry()
-              if hasattr(m := experiments.load(e.name), "data_files")
-              for rel in m.data_files(profiles.settings_for(m.SETTINGS, "ci"))}
+    needed = {
+        rel
+        for e in experiments.registry()
+        if hasattr(m := experiments.load(e.name), "data_files")
+        for rel in m.data_files(profiles.settings_for(m.SETTINGS, "ci"))
+    }
     needed = sorted(rel for rel in needed if not rel.startswith("jena_climate/"))
-    assert {"sst2/train.tsv", "sst2/dev.tsv", "gpt2_tokenizer/vocab.json"} \
-        <= set(needed)
+    assert {"sst2/train.tsv", "sst2/dev.tsv", "gpt2_tokenizer/vocab.json"} <= set(
+        needed
+    )
     for rel in needed:
         path = data.find(rel, progress=False)
         assert path == tmp_path / "cache" / rel

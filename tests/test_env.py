@@ -1,6 +1,7 @@
 """rcutil.env: yes/no and count variables, parsed in one place; anything else is refused
 in one line that names the variable, the value and what to set. Also the test profile
 variable of tests/conftest.py."""
+
 import os
 import subprocess
 import sys
@@ -13,10 +14,21 @@ from rcutil import env
 VAR = "RCUTIL_TEST_VARIABLE"
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("1", True), ("true", True), ("YES", True), (" on ", True), ("True", True),
-    ("0", False), ("false", False), ("No", False), (" 0", False), ("OFF", False),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        (" on ", True),
+        ("True", True),
+        ("0", False),
+        ("false", False),
+        ("No", False),
+        (" 0", False),
+        ("OFF", False),
+    ],
+)
 def test_yes_no_values_in_any_case_and_spacing(monkeypatch, value, expected):
     monkeypatch.setenv(VAR, value)
     assert env.flag(VAR, not expected) is expected
@@ -68,10 +80,21 @@ def test_the_default_bound_of_a_count_is_four_per_core(monkeypatch):
 def test_an_unknown_test_profile_names_the_variable_and_the_profiles(tmp_path):
     """$RCUTIL_HYPOTHESIS_PROFILE, read by tests/conftest.py."""
     tests = Path(__file__).resolve().parent
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p",
-                           "no:cacheprovider", str(tests / "test_tables.py")],
-                          capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "RCUTIL_HYPOTHESIS_PROFILE": "bogus"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(tests / "test_tables.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "RCUTIL_HYPOTHESIS_PROFILE": "bogus"},
+    )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "RCUTIL_HYPOTHESIS_PROFILE='bogus'" in lines[0]

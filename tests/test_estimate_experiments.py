@@ -1,4 +1,5 @@
 """The generic estimate: the real run, probed, projects each loop to its full length."""
+
 import types
 
 import pytest
@@ -10,7 +11,8 @@ from rcutil.profiles import settings_for
 
 
 class Clock:
-    """A clock that moves only when the toy run works: every unit takes exactly 10 ms."""
+    """A clock that moves only when the toy run works: every unit takes exactly 10
+    ms."""
 
     now = 0.0
 
@@ -48,8 +50,8 @@ def test_a_probe_projects_nested_loops_to_their_length(clock):
     p = project(Toy, {"n": 200})
     (inner,) = p.loops
     assert inner.units == 400
-    assert p.seconds == pytest.approx(4.0)              # 400 units of 10 ms
-    assert p.probe_seconds == pytest.approx(0.06)       # 3 units of each loop ran, not 200
+    assert p.seconds == pytest.approx(4.0)  # 400 units of 10 ms
+    assert p.probe_seconds == pytest.approx(0.06)  # 3 units of each loop ran, not 200
 
 
 def test_a_loop_shorter_than_the_probe_runs_whole(clock):

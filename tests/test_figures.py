@@ -1,12 +1,14 @@
 """The book's figures draw every glyph in a font the reader's browser has.
 
-The SVG figures keep their text as text (``svg.fonttype: none``), so the browser draws each
-glyph with its own fonts. Matplotlib's mathtext takes some glyphs from fonts that no browser
-has (the radical of ``\\sqrt`` comes from STIXSizeOneSym): those are drawn with a fallback
-font of another size, and the radical's bar lands beside the sign. Every font named in the
-SVG must therefore be DejaVu Sans, with its generic fallbacks: the site test checks every
-figure of the built book with :func:`font_families`; here, that it catches the radical.
+The SVG figures keep their text as text (``svg.fonttype: none``), so the browser draws
+each glyph with its own fonts. Matplotlib's mathtext takes some glyphs from fonts that
+no browser has (the radical of ``\\sqrt`` comes from STIXSizeOneSym): those are drawn
+with a fallback font of another size, and the radical's bar lands beside the sign. Every
+font named in the SVG must therefore be DejaVu Sans, with its generic fallbacks: the
+site test checks every figure of the built book with :func:`font_families`; here, that
+it catches the radical.
 """
+
 import re
 
 

@@ -1,10 +1,18 @@
-"""rcutil.gpt2: shapes, the causal mask, the residual switch, the weight mapping, determinism."""
+"""rcutil.gpt2: shapes, the causal mask, the residual switch, the weight mapping,
+determinism."""
+
 import math
 
 import pytest
 import torch
 
-from rcutil.gpt2 import GPT2Classifier, GPT2Config, from_hf_state_dict, hf_to_rcutil, load_hf_gpt2
+from rcutil.gpt2 import (
+    GPT2Classifier,
+    GPT2Config,
+    from_hf_state_dict,
+    hf_to_rcutil,
+    load_hf_gpt2,
+)
 
 SMALL = dict(n_layer=3, n_head=2, d_model=16, d_ff=24, vocab_size=50, context=12)
 
@@ -15,9 +23,16 @@ def small(**kw) -> GPT2Classifier:
 
 def test_defaults_are_gpt2_small():
     cfg = GPT2Config()
-    assert (cfg.n_layer, cfg.n_head, cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.context) == \
-        (12, 12, 768, 3072, 50257, 1024)
-    # the 124M parameters of GPT-2 small (without its tied LM head) plus the 768 x 2 head
+    assert (
+        cfg.n_layer,
+        cfg.n_head,
+        cfg.d_model,
+        cfg.d_ff,
+        cfg.vocab_size,
+        cfg.context,
+    ) == (12, 12, 768, 3072, 50257, 1024)
+    # the 124M parameters of GPT-2 small (without its tied LM head) plus the 768 x 2
+    # head
     n = GPT2Classifier(GPT2Config(n_layer=12), seed=0).num_parameters()
     assert n == 124_439_808 + 768 * 2
 
@@ -41,13 +56,17 @@ def test_bad_config_and_input():
 
 @pytest.mark.parametrize("residual", [True, False])
 def test_causal_mask(residual):
-    """Changing tokens after position i changes nothing at positions <= i (nor the logits of
-    a sentence whose last real token is at i): right padding needs no extra mask."""
+    """Changing tokens after position i changes nothing at positions <= i (nor the
+    logits of a sentence whose last real token is at i): right padding needs no extra
+    mask."""
     m = small(residual=residual)
     a = torch.randint(0, 50, (2, 9))
     b = a.clone()
     b[:, 5:] = torch.randint(0, 50, (2, 4))
-    za, zb = m(a, return_attention=True).last_attention, m(b, return_attention=True).last_attention
+    za, zb = (
+        m(a, return_attention=True).last_attention,
+        m(b, return_attention=True).last_attention,
+    )
     torch.testing.assert_close(za[:, :5], zb[:, :5])
     assert not torch.allclose(za[:, 5:], zb[:, 5:])
     n = torch.tensor([5, 3])
@@ -56,13 +75,19 @@ def test_causal_mask(residual):
 
 
 def manual_block(block, h, residual, n_head):
-    """The block written out with an explicit masked softmax (no scaled_dot_product_attention)."""
+    """The block written out with an explicit masked softmax (no
+    scaled_dot_product_attention)."""
+
     def attn(x):
         B, T, d = x.shape
-        q, k, v = (x @ block.attn.c_attn.weight.T + block.attn.c_attn.bias).split(d, dim=2)
+        q, k, v = (x @ block.attn.c_attn.weight.T + block.attn.c_attn.bias).split(
+            d, dim=2
+        )
         q, k, v = (t.view(B, T, n_head, d // n_head).transpose(1, 2) for t in (q, k, v))
         scores = q @ k.transpose(-1, -2) / math.sqrt(d // n_head)
-        scores = scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        scores = scores.masked_fill(
+            torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf")
+        )
         y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, d)
         return y @ block.attn.c_proj.weight.T + block.attn.c_proj.bias
 
@@ -94,8 +119,8 @@ def test_residual_switch_matches_written_out_block(residual):
 
 @pytest.mark.parametrize("residual", [True, False])
 def test_last_block_at_the_read_positions_only(residual):
-    """The head reads one position per sentence, so the last block computes only that one; the
-    logits and the gradients are those of the block computed everywhere."""
+    """The head reads one position per sentence, so the last block computes only that
+    one; the logits and the gradients are those of the block computed everywhere."""
     torch.manual_seed(2)
     m = small(residual=residual)
     with torch.no_grad():
@@ -113,7 +138,7 @@ def test_last_block_at_the_read_positions_only(residual):
         m.zero_grad()
         out = m(tokens, lengths, return_attention=attention)
         logits = out.logits if attention else out
-        (logits ** 2).sum().backward()
+        (logits**2).sum().backward()
         grads.append((logits.detach(), [p.grad.clone() for p in m.parameters()]))
     torch.testing.assert_close(grads[1][0], grads[0][0], rtol=1e-5, atol=1e-6)
     for a, b in zip(grads[1][1], grads[0][1]):
@@ -122,30 +147,48 @@ def test_last_block_at_the_read_positions_only(residual):
 
 def test_residual_switch_changes_the_function():
     tokens = torch.randint(0, 50, (3, 6))
-    assert not torch.allclose(small(residual=True)(tokens), small(residual=False)(tokens))
+    assert not torch.allclose(
+        small(residual=True)(tokens), small(residual=False)(tokens)
+    )
     # same seed, same weights: the switch changes only the wiring
     a, b = small(residual=True), small(residual=False)
     for (na, pa), (nb, pb) in zip(a.named_parameters(), b.named_parameters()):
         assert na == nb and torch.equal(pa, pb)
 
 
-# ----------------------------------------------------------------- Hugging Face weight layout
+# ----------------------------------------------------------------- Hugging Face weight
+# layout
 def hf_state_dict(n_blocks=3, d=16, d_ff=24, vocab=50, context=12, prefix="", seed=0):
     """A random state dict in the layout of Hugging Face's GPT-2 ``model.safetensors``:
-    Conv1D weights stored (in, out), plus the causal-mask buffer that has no parameter."""
+    Conv1D weights stored (in, out), plus the causal-mask buffer that has no
+    parameter."""
     g = torch.Generator().manual_seed(seed)
     r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
-    sd = {f"{prefix}wte.weight": r(vocab, d), f"{prefix}wpe.weight": r(context, d),
-          f"{prefix}ln_f.weight": r(d), f"{prefix}ln_f.bias": r(d)}
+    sd = {
+        f"{prefix}wte.weight": r(vocab, d),
+        f"{prefix}wpe.weight": r(context, d),
+        f"{prefix}ln_f.weight": r(d),
+        f"{prefix}ln_f.bias": r(d),
+    }
     for l in range(n_blocks):
         p = f"{prefix}h.{l}."
-        sd.update({p + "ln_1.weight": r(d), p + "ln_1.bias": r(d),
-                   p + "attn.c_attn.weight": r(d, 3 * d), p + "attn.c_attn.bias": r(3 * d),
-                   p + "attn.c_proj.weight": r(d, d), p + "attn.c_proj.bias": r(d),
-                   p + "attn.bias": torch.tril(torch.ones(1, 1, context, context)),
-                   p + "ln_2.weight": r(d), p + "ln_2.bias": r(d),
-                   p + "mlp.c_fc.weight": r(d, d_ff), p + "mlp.c_fc.bias": r(d_ff),
-                   p + "mlp.c_proj.weight": r(d_ff, d), p + "mlp.c_proj.bias": r(d)})
+        sd.update(
+            {
+                p + "ln_1.weight": r(d),
+                p + "ln_1.bias": r(d),
+                p + "attn.c_attn.weight": r(d, 3 * d),
+                p + "attn.c_attn.bias": r(3 * d),
+                p + "attn.c_proj.weight": r(d, d),
+                p + "attn.c_proj.bias": r(d),
+                p + "attn.bias": torch.tril(torch.ones(1, 1, context, context)),
+                p + "ln_2.weight": r(d),
+                p + "ln_2.bias": r(d),
+                p + "mlp.c_fc.weight": r(d, d_ff),
+                p + "mlp.c_fc.bias": r(d_ff),
+                p + "mlp.c_proj.weight": r(d_ff, d),
+                p + "mlp.c_proj.bias": r(d),
+            }
+        )
     return sd
 
 
@@ -153,17 +196,28 @@ def hf_state_dict(n_blocks=3, d=16, d_ff=24, vocab=50, context=12, prefix="", se
 def test_hf_mapping_names_shapes_and_transposes(prefix):
     sd = hf_state_dict(prefix=prefix)
     mapped = hf_to_rcutil(sd, n_layer=2)
-    assert not any(k.startswith("h.2.") for k in mapped)      # truncated to the first 2 blocks
-    assert not any(k.endswith(".attn.bias") for k in mapped)  # the mask buffer is dropped
+    assert not any(
+        k.startswith("h.2.") for k in mapped
+    )  # truncated to the first 2 blocks
+    assert not any(
+        k.endswith(".attn.bias") for k in mapped
+    )  # the mask buffer is dropped
     model = from_hf_state_dict(sd, 2, n_head=2)
-    assert (model.cfg.n_layer, model.cfg.d_model, model.cfg.d_ff, model.cfg.vocab_size,
-            model.cfg.context) == (2, 16, 24, 50, 12)
+    assert (
+        model.cfg.n_layer,
+        model.cfg.d_model,
+        model.cfg.d_ff,
+        model.cfg.vocab_size,
+        model.cfg.context,
+    ) == (2, 16, 24, 50, 12)
     ours = model.state_dict()
     assert set(ours) == set(mapped) | {"head.weight"}
     for l in range(2):
         src = f"{prefix}h.{l}."
         for name in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"):
-            assert torch.equal(ours[f"h.{l}.{name}.weight"], sd[src + name + ".weight"].T)
+            assert torch.equal(
+                ours[f"h.{l}.{name}.weight"], sd[src + name + ".weight"].T
+            )
             assert torch.equal(ours[f"h.{l}.{name}.bias"], sd[src + name + ".bias"])
         for name in ("ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias"):
             assert torch.equal(ours[f"h.{l}.{name}"], sd[src + name])
@@ -180,7 +234,9 @@ def test_hf_mapping_errors():
     with pytest.raises(ValueError, match="wpe.weight"):
         hf_to_rcutil(sd, n_layer=1)
     sd = hf_state_dict(n_blocks=2)
-    sd["h.1.mlp.c_fc.weight"] = sd["h.1.mlp.c_fc.weight"].T.contiguous()  # a wrong orientation
+    sd["h.1.mlp.c_fc.weight"] = sd[
+        "h.1.mlp.c_fc.weight"
+    ].T.contiguous()  # a wrong orientation
     with pytest.raises(ValueError, match="h.1.mlp.c_fc.weight"):
         from_hf_state_dict(sd, 2, n_head=2)
 
@@ -189,8 +245,12 @@ def test_load_safetensors_file(tmp_path):
     from safetensors.torch import save_file
 
     sd = hf_state_dict()
-    save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp_path / "model.safetensors"))
-    model = load_hf_gpt2(tmp_path / "model.safetensors", n_layer=3, residual=False, n_head=2)
+    save_file(
+        {k: v.contiguous() for k, v in sd.items()}, str(tmp_path / "model.safetensors")
+    )
+    model = load_hf_gpt2(
+        tmp_path / "model.safetensors", n_layer=3, residual=False, n_head=2
+    )
     assert model.cfg.residual is False and model.cfg.n_layer == 3
     ref = from_hf_state_dict(sd, 3, residual=False, n_head=2)
     tokens = torch.randint(0, 50, (2, 5))
@@ -198,10 +258,20 @@ def test_load_safetensors_file(tmp_path):
 
 
 def test_same_function_as_transformers_gpt2():
-    """With the same weights, rcutil's GPT-2 and Hugging Face's GPT2Model agree (if installed)."""
+    """With the same weights, rcutil's GPT-2 and Hugging Face's GPT2Model agree (if
+    installed)."""
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.GPT2Config(n_layer=3, n_head=2, n_embd=16, n_inner=24, vocab_size=50,
-                                  n_positions=12, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    cfg = transformers.GPT2Config(
+        n_layer=3,
+        n_head=2,
+        n_embd=16,
+        n_inner=24,
+        vocab_size=50,
+        n_positions=12,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     torch.manual_seed(0)
     ref = transformers.GPT2Model(cfg).eval()
     ours = from_hf_state_dict(ref.state_dict(), n_layer=2, n_head=2)
@@ -209,7 +279,9 @@ def test_same_function_as_transformers_gpt2():
     tokens = torch.randint(0, 50, (3, 8))
     with torch.no_grad():
         h_ref = ref(tokens).last_hidden_state[:, -1]
-        torch.testing.assert_close(ours(tokens), h_ref @ ours.head.weight.T, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            ours(tokens), h_ref @ ours.head.weight.T, rtol=1e-5, atol=1e-5
+        )
 
 
 # ----------------------------------------------------------------- determinism
@@ -224,23 +296,41 @@ def test_initialisation_is_deterministic():
 
 
 def synthetic_data(n=32, T=8, vocab_ids=None, seed=0):
-    """Random right-padded token ids, lengths and labels, with their vocabulary (GPT-2 ids)."""
+    """Random right-padded token ids, lengths and labels, with their vocabulary (GPT-2
+    ids)."""
     from rcutil.sst2_data import EOS_ID, to_compact, vocabulary
 
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, T + 1, (n,), generator=g)
-    ids = vocab_ids if vocab_ids is not None else torch.randint(0, 50257, (400,), generator=g)
+    ids = (
+        vocab_ids
+        if vocab_ids is not None
+        else torch.randint(0, 50257, (400,), generator=g)
+    )
     tokens = ids[torch.randint(0, len(ids), (n, T), generator=g)]
-    tokens[torch.arange(T)[None, :] >= lengths[:, None]] = EOS_ID   # right padding
+    tokens[torch.arange(T)[None, :] >= lengths[:, None]] = EOS_ID  # right padding
     labels = torch.randint(0, 2, (n,), generator=g)
     vocab = vocabulary(tokens.tolist())
     return tokens, lengths, labels, vocab, to_compact(tokens, vocab)
 
 
-SETTINGS = dict(d_model=16, n_head=2, d_ff=32, batch_size=8, steps=6, eval_every=3,
-                warmup=0.2, min_lr_ratio=0.1, weight_decay=0.01, betas=[0.9, 0.999],
-                grad_clip=1.0, precision="float32", seeds=[0], selection_seed=100,
-                lr_grid={"scratch": {"w": [1e-3], "wo": [1e-3]}})
+SETTINGS = dict(
+    d_model=16,
+    n_head=2,
+    d_ff=32,
+    batch_size=8,
+    steps=6,
+    eval_every=3,
+    warmup=0.2,
+    min_lr_ratio=0.1,
+    weight_decay=0.01,
+    betas=[0.9, 0.999],
+    grad_clip=1.0,
+    precision="float32",
+    seeds=[0],
+    selection_seed=100,
+    lr_grid={"scratch": {"w": [1e-3], "wo": [1e-3]}},
+)
 
 
 def test_training_is_deterministic():
@@ -248,25 +338,44 @@ def test_training_is_deterministic():
     from rcutil.experiments import sst2
 
     tokens, lengths, labels, vocab, compact = synthetic_data()
-    data = {"train": (compact, lengths, labels), "train_eval": (compact, lengths, labels),
-            "dev": (compact[:8], lengths[:8], labels[:8]), "vocabulary": vocab}
-    a, b, c = (sst2.train_one(SETTINGS, data, "scratch", 2, True, seed, 1e-3)
-               for seed in (0, 0, 1))
-    for key in ("train_loss", "train_error", "stable_rank", "dev_accuracy", "batch_loss"):
+    data = {
+        "train": (compact, lengths, labels),
+        "train_eval": (compact, lengths, labels),
+        "dev": (compact[:8], lengths[:8], labels[:8]),
+        "vocabulary": vocab,
+    }
+    a, b, c = (
+        sst2.train_one(SETTINGS, data, "scratch", 2, True, seed, 1e-3)
+        for seed in (0, 0, 1)
+    )
+    for key in (
+        "train_loss",
+        "train_error",
+        "stable_rank",
+        "dev_accuracy",
+        "batch_loss",
+    ):
         assert getattr(a, key) == getattr(b, key)
     assert a.steps == [0, 3, 6] and all(math.isfinite(x) for x in a.train_loss)
-    assert a.train_loss[1:] != c.train_loss[1:]      # another seed: other numbers
+    assert a.train_loss[1:] != c.train_loss[1:]  # another seed: other numbers
 
 
 def test_output_projections_scaled_by_depth_unless_asked_not_to():
     """GPT-2's initialisation scales the blocks' output projections by 1/sqrt(2L), with
     and without residuals; ``scaled_projections=False`` leaves them at N(0, 0.02^2)."""
+
     def stds(**kw):
         m = GPT2Classifier(GPT2Config(n_layer=8, n_head=2, d_model=64, d_ff=256, **kw))
-        proj = torch.cat([p.flatten() for n, p in m.named_parameters()
-                          if n.endswith("c_proj.weight")])
-        other = torch.cat([p.flatten() for n, p in m.named_parameters()
-                           if n.endswith("c_fc.weight")])
+        proj = torch.cat(
+            [
+                p.flatten()
+                for n, p in m.named_parameters()
+                if n.endswith("c_proj.weight")
+            ]
+        )
+        other = torch.cat(
+            [p.flatten() for n, p in m.named_parameters() if n.endswith("c_fc.weight")]
+        )
         return proj.std().item(), other.std().item()
 
     for residual in (True, False):
@@ -278,7 +387,8 @@ def test_output_projections_scaled_by_depth_unless_asked_not_to():
         assert fc == pytest.approx(0.02, rel=0.05)
 
 
-# ----------------------------------------------------------------- the trimmed vocabulary
+# ----------------------------------------------------------------- the trimmed
+# vocabulary
 def test_keep_tokens_gathers_rows_and_checks_ids():
     m = small()
     full = m.wte.weight.detach().clone()
@@ -293,9 +403,10 @@ def test_keep_tokens_gathers_rows_and_checks_ids():
 
 
 def test_trimmed_vocabulary_trains_like_the_full_one():
-    """From the same seed, the model with only the rows its data reads and the model with all
-    50,257 rows give the same losses, step after step, to float32 rounding (AdamW with weight
-    decay on the embedding too: decay moves rows that are never read, which changes nothing)."""
+    """From the same seed, the model with only the rows its data reads and the model
+    with all 50,257 rows give the same losses, step after step, to float32 rounding
+    (AdamW with weight decay on the embedding too: decay moves rows that are never read,
+    which changes nothing)."""
     from rcutil import sst2_train as sst2
 
     tokens, lengths, labels, vocab, compact = synthetic_data(n=48, T=10)
@@ -311,10 +422,18 @@ def test_trimmed_vocabulary_trains_like_the_full_one():
     for step in range(settings["steps"]):
         rows = torch.arange(step * 4, step * 4 + 8) % len(labels)
         for name, m, x in (("full", full, tokens), ("trimmed", trimmed, compact)):
-            loss = sst2.train_step(m, *opts[id(m)], x[rows], lengths[rows], labels[rows], grad_clip=1.0)
+            loss = sst2.train_step(
+                m, *opts[id(m)], x[rows], lengths[rows], labels[rows], grad_clip=1.0
+            )
             losses[name].append(float(loss))
-    torch.testing.assert_close(torch.tensor(losses["trimmed"]), torch.tensor(losses["full"]),
-                               rtol=1e-5, atol=1e-6)
-    assert max(losses["full"]) - min(losses["full"]) > 1e-3                     # it did train
-    torch.testing.assert_close(trimmed.wte.weight, full.wte.weight[vocab], rtol=1e-5, atol=1e-6)
-    assert not torch.equal(full.wte.weight[unread], before)                      # decay moved them
+    torch.testing.assert_close(
+        torch.tensor(losses["trimmed"]),
+        torch.tensor(losses["full"]),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    assert max(losses["full"]) - min(losses["full"]) > 1e-3  # it did train
+    torch.testing.assert_close(
+        trimmed.wte.weight, full.wte.weight[vocab], rtol=1e-5, atol=1e-6
+    )
+    assert not torch.equal(full.wte.weight[unread], before)  # decay moved them

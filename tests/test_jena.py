@@ -3,6 +3,7 @@ the sharpness is the top of the Hessian's spectrum, the readings and the floor f
 are what they say, the result is typed and reproducible, and each claim's status follows
 from the numbers (recomputed here independently, then flipped by editing the evidence).
 """
+
 import copy
 import itertools
 import json
@@ -58,10 +59,15 @@ def test_every_model_of_the_sweep_is_gradient_descent_of_its_transformer(stored)
     for run in stored.runs:
         for i, seed in enumerate(s["seeds"]):
             model = jena.make_model(s, beta=run.beta, seed=seed)
-            h = rcutil.gradient_descent(model, X, Y, mu=run.step_size[i],
-                                        steps=s["steps"])
-            np.testing.assert_allclose(run.loss[i], h.loss, rtol=1e-9,
-                                       err_msg=f"{run.rule}, {run.beta}, {seed}")
+            h = rcutil.gradient_descent(
+                model, X, Y, mu=run.step_size[i], steps=s["steps"]
+            )
+            np.testing.assert_allclose(
+                run.loss[i],
+                h.loss,
+                rtol=1e-9,
+                err_msg=f"{run.rule}, {run.beta}, {seed}",
+            )
             np.testing.assert_allclose(run.sigma_min[i], h.sigma_min, rtol=1e-6)
             np.testing.assert_allclose(run.sigma_max[i], h.sigma_max, rtol=1e-9)
 
@@ -73,18 +79,25 @@ def test_step_rules_floor_and_ratio_are_what_the_result_says(stored):
         expected = 1 / lam.max() if run.rule == "common" else 1 / lam[b]
         np.testing.assert_allclose(run.step_size, expected, rtol=1e-12)
     for p in stored.points:
-        lowest = np.min([r.loss.min(1) for r in stored.runs if r.beta == p.beta]
-                        + [p.floor_run.min(1)], axis=0)
+        lowest = np.min(
+            [r.loss.min(1) for r in stored.runs if r.beta == p.beta]
+            + [p.floor_run.min(1)],
+            axis=0,
+        )
         np.testing.assert_array_equal(p.floor, lowest)
         common = results.pick(stored.runs, beta=p.beta, rule="common")
-        np.testing.assert_allclose(p.ratio, (common.sigma_min ** 2).min(1)
-                                   / common.sigma_max.max(1), rtol=1e-12)
+        np.testing.assert_allclose(
+            p.ratio, (common.sigma_min**2).min(1) / common.sigma_max.max(1), rtol=1e-12
+        )
     assert stored.grid == list(range(0, SHORT["steps"] + 1, SHORT["spectra_every"]))
     start = jena.models(stored.settings)
-    for i, p in enumerate(stored.points):   # det W_V on the grid, at t = 0 the draw's
+    for i, p in enumerate(stored.points):  # det W_V on the grid, at t = 0 the draw's
         S = len(stored.settings["seeds"])
-        np.testing.assert_allclose(p.det_W_V[:, 0], torch.linalg.det(
-            start.W["W_V"][i * S:(i + 1) * S]).numpy(), rtol=1e-12)
+        np.testing.assert_allclose(
+            p.det_W_V[:, 0],
+            torch.linalg.det(start.W["W_V"][i * S : (i + 1) * S]).numpy(),
+            rtol=1e-12,
+        )
         assert p.det_W_V.shape == (S, len(stored.grid))
 
 
@@ -98,8 +111,9 @@ def test_models_of_one_seed_differ_only_by_beta():
 
 
 def test_sharpness_is_the_top_eigenvalue_of_the_dense_hessian():
-    s = dict(settings_for(jena.SETTINGS, "ci"), d_qk=2, d_F=3, betas=(0.0, 1.0),
-             seeds=(0,))
+    s = dict(
+        settings_for(jena.SETTINGS, "ci"), d_qk=2, d_F=3, betas=(0.0, 1.0), seeds=(0,)
+    )
     g = torch.Generator().manual_seed(1)
     X = torch.randn(3, 4, 14, generator=g, dtype=torch.float64)
     Y = torch.randn(3, 4, 1, generator=g, dtype=torch.float64)
@@ -115,7 +129,7 @@ def test_sharpness_is_the_top_eigenvalue_of_the_dense_hessian():
         def loss(flat, model=model, names=names, shapes=shapes):
             parts, k = {}, 0
             for name, shape in zip(names, shapes):
-                parts[name] = flat[k:k + shape.numel()].reshape(shape)
+                parts[name] = flat[k : k + shape.numel()].reshape(shape)
                 k += shape.numel()
             out = torch.func.functional_call(model, parts, (X,))
             return rcutil.squared_loss(out, Y)
@@ -123,48 +137,62 @@ def test_sharpness_is_the_top_eigenvalue_of_the_dense_hessian():
         hessian = torch.autograd.functional.hessian(loss, flat0)
         top = torch.linalg.eigvalsh(hessian)[-1].item()
         np.testing.assert_allclose(lam[b], top, rtol=1e-9)
-        assert rough[b] < top * (1 - 1e-6)   # three Lanczos steps are not enough
+        assert rough[b] < top * (1 - 1e-6)  # three Lanczos steps are not enough
 
 
 def test_readings_are_the_spectra_they_name():
     gen = torch.Generator().manual_seed(4)
     B, N, n, d = 2, 5, 6, 4
     Z = torch.randn(B, N * n, d, generator=gen, dtype=torch.float64)
-    Z[1, :n] = torch.outer(torch.randn(n, generator=gen, dtype=torch.float64),
-                           torch.randn(d, generator=gen, dtype=torch.float64))  # rank 1
+    Z[1, :n] = torch.outer(
+        torch.randn(n, generator=gen, dtype=torch.float64),
+        torch.randn(d, generator=gen, dtype=torch.float64),
+    )  # rank 1
     got = rounding.reading_spectra(Z, n)
     per = torch.linalg.svdvals(Z.reshape(B, N, n, d))
     whole = torch.linalg.svdvals(Z)
-    np.testing.assert_allclose(got["float64/per-sample/sigma_min"],
-                               per[..., -1].amin(1),
-                               rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(got["float64/per-sample/spectral"], per[..., 0].amax(1),
-                               rtol=1e-12)
-    np.testing.assert_allclose(got["float64/per-sample/Frobenius"],
-                               torch.linalg.matrix_norm(Z.reshape(B, N, n, d)).amax(1),
-                               rtol=1e-12)
-    np.testing.assert_allclose(got["float64/stacked/sigma_min"], whole[:, -1],
-                               rtol=1e-12)
-    np.testing.assert_allclose(got["float64/stacked/Frobenius"],
-                               torch.linalg.matrix_norm(Z),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        got["float64/per-sample/sigma_min"],
+        per[..., -1].amin(1),
+        rtol=1e-12,
+        atol=1e-15,
+    )
+    np.testing.assert_allclose(
+        got["float64/per-sample/spectral"], per[..., 0].amax(1), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        got["float64/per-sample/Frobenius"],
+        torch.linalg.matrix_norm(Z.reshape(B, N, n, d)).amax(1),
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(
+        got["float64/stacked/sigma_min"], whole[:, -1], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        got["float64/stacked/Frobenius"], torch.linalg.matrix_norm(Z), rtol=1e-12
+    )
     np.testing.assert_allclose(got["float32/stacked/spectral"], whole[:, 0], rtol=1e-6)
     # the rank-one sample sits at each precision's floor, the full-rank model far above
     # it
     for precision in rounding.PRECISIONS:
-        units = (got[f"{precision}/per-sample/sigma_min"]
-                 / (rounding.eps(precision)
-                    * got[f"{precision}/per-sample/spectral"]))
+        units = got[f"{precision}/per-sample/sigma_min"] / (
+            rounding.eps(precision) * got[f"{precision}/per-sample/spectral"]
+        )
         assert units[1] <= jena.FLOOR_UNITS < 1e3 < units[0], (precision, units)
 
 
 def test_floor_factor_of_exactly_rank_deficient_matrices():
     gen = torch.Generator().manual_seed(5)
     Z = torch.randn(3, 4 * 8, 6, generator=gen, dtype=torch.float64)
-    found = {(f.layout, f.deficiency): f.c
-             for f in rounding.floor_factors(Z, 8, (1, 3), 64)}
-    assert sorted(found) == [("per-sample", 1), ("per-sample", 3), ("stacked", 1),
-                             ("stacked", 3)]
+    found = {
+        (f.layout, f.deficiency): f.c for f in rounding.floor_factors(Z, 8, (1, 3), 64)
+    }
+    assert sorted(found) == [
+        ("per-sample", 1),
+        ("per-sample", 3),
+        ("stacked", 1),
+        ("stacked", 3),
+    ]
     assert found[("per-sample", 1)].shape == (12,)
     assert found[("stacked", 3)].shape == (3,)
     for c in found.values():
@@ -174,7 +202,8 @@ def test_floor_factor_of_exactly_rank_deficient_matrices():
     S[-1] = 0
     s = torch.linalg.svdvals(((U * S) @ Vh).float())
     assert found[("stacked", 1)][0] == pytest.approx(
-        (s[-1] / (np.finfo(np.float32).eps * s[0])).item(), rel=1e-6)
+        (s[-1] / (np.finfo(np.float32).eps * s[0])).item(), rel=1e-6
+    )
     # and a full-rank matrix is far above the float32 floor
     s = torch.linalg.svdvals(Z[0].float())
     assert s[-1] / (np.finfo(np.float32).eps * s[0]) > 1e4
@@ -182,11 +211,13 @@ def test_floor_factor_of_exactly_rank_deficient_matrices():
 
 def test_result_is_typed_and_reproducible(stored):
     again = jena.run(short_ci(), progress=False)
-    assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(stored.to_json(),
-                                                                     sort_keys=True)
+    assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(
+        stored.to_json(), sort_keys=True
+    )
     assert [p.beta for p in stored.points] == list(jena.SETTINGS["ci"]["betas"])
     assert {(r.beta, r.rule) for r in stored.runs} == {
-        (b, rule) for b in jena.SETTINGS["ci"]["betas"] for rule in jena.RULES}
+        (b, rule) for b in jena.SETTINGS["ci"]["betas"] for rule in jena.RULES
+    }
     run = results.pick(stored.runs, beta=0.5, rule="own")
     assert isinstance(run.loss, np.ndarray)
     assert run.loss.shape == (3, SHORT["steps"] + 1)
@@ -200,7 +231,7 @@ def test_acceptance_holds_on_a_short_run_and_fails_on_a_broken_one(stored):
     table = jena.checks(stored)
     checks.require([c for c in table if "floor: Adam" not in c.what])
     broken = copy.deepcopy(stored)
-    broken.floor_factors[0].c[0] = 3.0            # a floor factor above FLOOR_UNITS
+    broken.floor_factors[0].c[0] = 3.0  # a floor factor above FLOOR_UNITS
     results.pick(broken.runs, beta=0.5, rule="own").step_size[0] *= 1.01
     failed = [c.what for c in jena.checks(broken) if not c.ok]
     assert any("floor factor" in w for w in failed)
@@ -241,8 +272,10 @@ def expected_order(result):
     bs = sorted(p.beta for p in result.points)
 
     def at(t, rule="common"):
-        steps = [outcome(gap(result, a, rule, t), gap(result, b, rule, t))
-                 for a, b in zip(bs, bs[1:])]
+        steps = [
+            outcome(gap(result, a, rule, t), gap(result, b, rule, t))
+            for a, b in zip(bs, bs[1:])
+        ]
         ends = outcome(gap(result, bs[0], rule, t), gap(result, bs[-1], rule, t))
         if "fails" in steps or ends == "fails":
             return "fails"
@@ -259,8 +292,10 @@ def expected_order(result):
 
 
 def floored(result):
-    drift = max((p.floor_run[:, p.floor_run.shape[1] // 2] - p.floor).max()
-                for p in result.points)
+    drift = max(
+        (p.floor_run[:, p.floor_run.shape[1] // 2] - p.floor).max()
+        for p in result.points
+    )
     return max(gap(result, p.beta).mean() for p in result.points) <= drift
 
 
@@ -268,8 +303,11 @@ def expected_stall(result):
     T = result.settings["steps"]
 
     def at(t, rule="common"):
-        found = [outcome(gap(result, 0.0, rule, t), gap(result, p.beta, rule, t))
-                 for p in result.points if p.beta > 0]
+        found = [
+            outcome(gap(result, 0.0, rule, t), gap(result, p.beta, rule, t))
+            for p in result.points
+            if p.beta > 0
+        ]
         if "fails" in found:
             return "fails"
         return "holds" if all(o == "holds" for o in found) else "unresolved"
@@ -329,8 +367,9 @@ def test_order_flips_with_the_common_steps_and_the_own_steps_make_a_deviation(re
     assert status(result, "jena-order") == expected_order(result) == C.REPRODUCED
     set_gaps(result, {b: v[::-1] + 10 * b for b, v in falling.items()}, rules="own")
     assert status(result, "jena-order") == expected_order(result) == C.DEVIATION
-    assert "own step" in next(c.reason for c in jena.claims(result)
-                              if c.key == "jena-order")
+    assert "own step" in next(
+        c.reason for c in jena.claims(result) if c.key == "jena-order"
+    )
     rising = spread({0.0: 1.0, 0.25: 2.0, 0.5: 3.0, 0.75: 4.0, 1.0: 5.0})
     set_gaps(result, rising)
     assert status(result, "jena-order") == expected_order(result) == C.NOT_REPRODUCED
@@ -345,14 +384,14 @@ def test_order_at_the_horizon_alone_is_a_deviation(result):
     falling = spread({0.0: 5.0, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0})
     set_gaps(result, falling, times=[T])
     assert status(result, "jena-order") == expected_order(result) == C.DEVIATION
-    set_gaps(result, falling, times=[T // 2])             # all but the first quarter
+    set_gaps(result, falling, times=[T // 2])  # all but the first quarter
     assert status(result, "jena-order") == expected_order(result) == C.DEVIATION
 
 
 def test_order_reads_the_floor(result):
     set_gaps(result, spread({0.0: 5.0, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0}))
     assert status(result, "jena-order") == C.REPRODUCED
-    for p in result.points:                     # the same losses above other floors
+    for p in result.points:  # the same losses above other floors
         p.floor = list(np.asarray(p.floor) - 8 * p.beta)
         p.floor_run = p.floor_run - 8 * p.beta
     assert status(result, "jena-order") == expected_order(result) == C.NOT_REPRODUCED
@@ -362,7 +401,7 @@ def test_order_at_the_floor_is_inconclusive(result):
     set_gaps(result, spread({0.0: 5.0, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0}))
     point = results.pick(result.points, beta=0.5)
     half = point.floor_run.shape[1] // 2
-    point.floor_run[:, half] = np.asarray(point.floor) + 6.0   # the floor moved by 6
+    point.floor_run[:, half] = np.asarray(point.floor) + 6.0  # the floor moved by 6
     assert status(result, "jena-order") == expected_order(result) == C.INCONCLUSIVE
     assert status(result, "jena-stall") == expected_stall(result) == C.INCONCLUSIVE
 
@@ -370,8 +409,9 @@ def test_order_at_the_floor_is_inconclusive(result):
 def test_stall_at_the_horizon_alone_is_a_deviation(result):
     T = result.settings["steps"]
     set_gaps(result, spread({0.0: 2.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}))
-    set_gaps(result, spread({0.0: 9.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}),
-             times=[T])
+    set_gaps(
+        result, spread({0.0: 9.0, 0.25: 2.0, 0.5: 3.0, 0.75: 1.0, 1.0: 2.0}), times=[T]
+    )
     assert status(result, "jena-stall") == expected_stall(result) == C.DEVIATION
 
 
@@ -400,7 +440,7 @@ def test_ratio_flips_with_the_factor_at_any_beta(result):
     results.pick(result.points, beta=0.75).ratio = list(rho0 * 10)
     assert status(result, "jena-ratio") == expected_ratio(result) == C.NOT_REPRODUCED
     results.pick(result.points, beta=0.75).ratio = list(rho0 * 1e4)
-    results.pick(result.points, beta=0.0).ratio = list(rho0 * 1e3)   # rho(0) itself
+    results.pick(result.points, beta=0.0).ratio = list(rho0 * 1e3)  # rho(0) itself
     assert status(result, "jena-ratio") == expected_ratio(result) == C.NOT_REPRODUCED
 
 
@@ -410,14 +450,21 @@ def test_paper_norms_span_the_measured_floor_factors(stored):
     eps32 = np.finfo(np.float32).eps
     assert low == pytest.approx(jena.PAPER_RATIO_BETA0 / (c.max() * eps32) ** 2)
     assert high == pytest.approx(jena.PAPER_RATIO_BETA0 / (c.min() * eps32) ** 2)
-    assert jena.PAPER_RATIO_BETA0 / eps32 ** 2 <= low < high     # c <= 1: from 5.44 up
+    assert jena.PAPER_RATIO_BETA0 / eps32**2 <= low < high  # c <= 1: from 5.44 up
 
 
 # --------------------------------------------------------------------------- faults
 def test_gelu_trains_like_its_transformer_and_an_unknown_activation_is_named():
     excerpt()
-    s = short_ci(steps=6, adam_steps=6, spectra_every=3, lanczos_steps=3,
-                 activation="gelu", betas=(0.0, 1.0), seeds=(0,))
+    s = short_ci(
+        steps=6,
+        adam_steps=6,
+        spectra_every=3,
+        lanczos_steps=3,
+        activation="gelu",
+        betas=(0.0, 1.0),
+        seeds=(0,),
+    )
     result = jena.run(s, progress=False)
     prepared = jena.load_data(s)
     X, Y = torch.as_tensor(prepared.X), torch.as_tensor(prepared.Y)
@@ -450,13 +497,14 @@ def test_a_diverging_sweep_names_the_setting_to_lower():
 def test_rows_out_of_order_or_repeated_are_cleaned_and_counted_in_the_result(tmp_path):
     lines = excerpt().read_bytes().split(b"\n")
     header, rows = lines[0], [r for r in lines[1:] if r]
-    rows[0], rows[1] = rows[1], rows[0]                 # the first two rows reversed
+    rows[0], rows[1] = rows[1], rows[0]  # the first two rows reversed
     rows[70], rows[71] = rows[71], rows[70]
-    rows.append(rows[-1])                               # the last row repeated
+    rows.append(rows[-1])  # the last row repeated
     path = tmp_path / "jena.csv"
     path.write_bytes(b"\n".join([header, *rows]) + b"\n")
-    result = jena.run(short_ci(steps=3, adam_steps=3, spectra_every=1), progress=False,
-                      path=path)
+    result = jena.run(
+        short_ci(steps=3, adam_steps=3, spectra_every=1), progress=False, path=path
+    )
     cleaning = result.data["cleaning"]
     assert cleaning["out_of_order"] == 2 and cleaning["duplicates"] == 1
     assert cleaning["rows_read"] == 155 and result.data["rows_clean"] == 154
@@ -478,12 +526,18 @@ def test_book_settings_run_end_to_end_on_a_longer_file(tmp_path):
     header = excerpt().read_text().splitlines()[0]
     lines = [header] + [
         f"{t.astype(object):%d.%m.%Y %H:%M:%S}," + ",".join(f"{v:.2f}" for v in row)
-        for t, row in zip(times, values)]
+        for t, row in zip(times, values)
+    ]
     path = tmp_path / "jena.csv"
     path.write_text("\n".join(lines) + "\n")
-    s = dict(settings_for(jena.SETTINGS, "book"), steps=2, adam_steps=2,
-             spectra_every=1,
-             lanczos_steps=2, draws=8)
+    s = dict(
+        settings_for(jena.SETTINGS, "book"),
+        steps=2,
+        adam_steps=2,
+        spectra_every=1,
+        lanczos_steps=2,
+        draws=8,
+    )
     result = jena.run(s, progress=False, path=path)
     assert result.data["rows_in_file"] == rows
     assert result.data["sentinels_replaced"] == {"wv (m/s)": 1, "max. wv (m/s)": 0}

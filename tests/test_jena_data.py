@@ -3,6 +3,7 @@ error paths and their advice, cleaning, sentinels, normalisation, the 154-row ex
 derived from a download on a fresh machine, the full file's checksum recorded on its
 first download, and the ``book``-profile pipeline end to end on a generated file of the
 canonical size."""
+
 import dataclasses
 import hashlib
 import re
@@ -68,8 +69,9 @@ def test_derived_excerpt_is_byte_identical_whatever_the_line_endings(tmp_path):
     """A full file that starts with the excerpt's rows, written with CRLF, gives back
     the excerpt byte for byte."""
     fixture = fixture_path().read_bytes()
-    more = sj.write_csv(tmp_path / "more.csv",
-                        *sj.synthetic_series(50, start="2009-01-02T01:50:00"))
+    more = sj.write_csv(
+        tmp_path / "more.csv", *sj.synthetic_series(50, start="2009-01-02T01:50:00")
+    )
     full = tmp_path / "full.csv"
     rows = more.read_bytes().split(b"\n", 1)[1]
     full.write_bytes((fixture + rows).replace(b"\n", b"\r\n"))
@@ -107,11 +109,12 @@ def test_synthetic_series_is_physical_and_consistent():
     col = {c: v[:, j] for j, c in enumerate(jd.FEATURES)}
     for c, (lo, hi) in jd.RANGES.items():
         assert lo <= col[c].min() and col[c].max() <= hi, c
-    np.testing.assert_allclose(col["VPdef (mbar)"],
-                               col["VPmax (mbar)"] - col["VPact (mbar)"], atol=0.02)
+    np.testing.assert_allclose(
+        col["VPdef (mbar)"], col["VPmax (mbar)"] - col["VPact (mbar)"], atol=0.02
+    )
     assert (col["Tdew (degC)"] <= col["T (degC)"] + 0.01).all()
     assert (col["max. wv (m/s)"] >= col["wv (m/s)"] - 0.01).all()
-    assert -15 < col["T (degC)"].mean() < 10                         # January
+    assert -15 < col["T (degC)"].mean() < 10  # January
     assert 950 < col["p (mbar)"].mean() < 1030
 
 
@@ -155,21 +158,33 @@ def test_non_numeric_field_names_line_and_column(tmp_path, bad):
 
     def edit(line):
         fields = line.split(",")
-        fields[5] = bad                    # column 'rh (%)'
+        fields[5] = bad  # column 'rh (%)'
         return ",".join(fields)
 
-    edit_line(p, 4, edit)                  # file line 5 = the 4th data row
+    edit_line(p, 4, edit)  # file line 5 = the 4th data row
     with pytest.raises(jd.JenaFormatError, match="not a finite number") as err:
         jd.read_csv(p)
     assert f"line 5, column 'rh (%)': '{bad}'" in str(err.value)
 
 
-@pytest.mark.parametrize("index, edit, words", [
-    (7, lambda line: line + ",1.00", "line 8: 16 fields"),
-    (2, lambda line: "2009-01-01 00:30:00" + line[19:], "line 3: the date '2009-01-01"),
-    (6, lambda line: "31.02.2009" + line[10:], "line 7: the date '31.02.2009"),
-    (3, lambda line: "01.01.2009 24:00:00" + line[19:], "line 4: the date '01.01.2009"),
-], ids=["field-count", "date-format", "impossible-date", "impossible-hour"])
+@pytest.mark.parametrize(
+    "index, edit, words",
+    [
+        (7, lambda line: line + ",1.00", "line 8: 16 fields"),
+        (
+            2,
+            lambda line: "2009-01-01 00:30:00" + line[19:],
+            "line 3: the date '2009-01-01",
+        ),
+        (6, lambda line: "31.02.2009" + line[10:], "line 7: the date '31.02.2009"),
+        (
+            3,
+            lambda line: "01.01.2009 24:00:00" + line[19:],
+            "line 4: the date '01.01.2009",
+        ),
+    ],
+    ids=["field-count", "date-format", "impossible-date", "impossible-hour"],
+)
 def test_bad_field_count_and_date(tmp_path, index, edit, words):
     p = tmp_path / "j.csv"
     write_csv(p, 10)
@@ -201,28 +216,28 @@ def test_cleaning_sorts_deduplicates_and_reports_gaps(tmp_path):
     p = tmp_path / "j.csv"
     times, vals = sj.synthetic_series(200, seed=1)
     keep = np.ones(200, dtype=bool)
-    keep[[50, 51, 52, 120]] = False                      # two gaps: 3 steps and 1 step
+    keep[[50, 51, 52, 120]] = False  # two gaps: 3 steps and 1 step
     times, vals = times[keep], vals[keep]
     repeat = vals[9].copy()
-    repeat[0] += 0.5                                     # same time, other pressure
+    repeat[0] += 0.5  # same time, other pressure
     times, vals = np.insert(times, 10, times[9]), np.insert(vals, 10, repeat, axis=0)
     order = np.arange(len(times))
-    order[[30, 31]] = order[[31, 30]]                      # one pair out of order
+    order[[30, 31]] = order[[31, 30]]  # one pair out of order
     sj.write_csv(p, times[order], vals[order])
     table = jd.read_csv(p)
     assert table.times[30] > table.times[31]
     cleaned, report = jd.clean(table)
     assert report["rows_read"] == 197 and report["rows_kept"] == 196
     assert report["out_of_order"] == 1 and report["duplicates"] == 1
-    assert report["duplicates_differing"] == 1           # the repeated row differed
+    assert report["duplicates_differing"] == 1  # the repeated row differed
     assert report["gaps"] == 2 and report["missing_steps"] == 4
     assert report["longest_gap_steps"] == 3
     assert report["expected_rows"] == 200 and report["irregular_steps"] == 0
     assert (np.diff(cleaned.times) > np.timedelta64(0, "s")).all()
-    np.testing.assert_array_equal(cleaned.values[9], vals[9])      # the first is kept
+    np.testing.assert_array_equal(cleaned.values[9], vals[9])  # the first is kept
     i = int(np.flatnonzero(cleaned.times == times[31])[0])
     np.testing.assert_array_equal(cleaned.values[i], vals[31])
-    assert cleaned.lines[i] == 2 + 30                     # the line it came from
+    assert cleaned.lines[i] == 2 + 30  # the line it came from
 
 
 def test_sentinels_are_set_to_zero_and_counted(tmp_path):
@@ -237,7 +252,7 @@ def test_sentinels_are_set_to_zero_and_counted(tmp_path):
     keep = np.ones_like(vals, dtype=bool)
     keep[[3, 9, 9], [wv, wv, mwv]] = False
     np.testing.assert_array_equal(cleaned[keep], vals[keep])
-    assert (t.values == jd.SENTINEL).sum() == 3   # the input is not modified
+    assert (t.values == jd.SENTINEL).sum() == 3  # the input is not modified
     assert jd.clean(t)[1]["sentinels_replaced"] == counts
 
 
@@ -290,9 +305,18 @@ def test_book_pipeline_end_to_end_on_full_size_file(tmp_path, monkeypatch):
     write_csv(p, jd.N_ROWS, sentinels=[(1000, wv), (300_000, wv)])
     monkeypatch.setenv(data.DATA_DIR_ENV, str(root))
     monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    monkeypatch.setitem(jena.SETTINGS, "book",
-                        dict(jena.SETTINGS["book"], steps=2, adam_steps=2,
-                             lanczos_steps=2, spectra_every=1, draws=8))
+    monkeypatch.setitem(
+        jena.SETTINGS,
+        "book",
+        dict(
+            jena.SETTINGS["book"],
+            steps=2,
+            adam_steps=2,
+            lanczos_steps=2,
+            spectra_every=1,
+            draws=8,
+        ),
+    )
     result = jena.run(settings_for(jena.SETTINGS, "book"), progress=False)
     s = jena.SETTINGS["book"]
     info = result.data
@@ -301,8 +325,10 @@ def test_book_pipeline_end_to_end_on_full_size_file(tmp_path, monkeypatch):
     assert info["sha256"] == data.sha256sum(p)
     assert info["sentinels_replaced"] == {"wv (m/s)": 2, "max. wv (m/s)": 0}
     assert info["cleaning"]["rows_kept"] == jd.N_ROWS and info["cleaning"]["gaps"] == 0
-    assert max(info["window_starts"]) + 2 * s["n"] * s["sampling"] \
+    assert (
+        max(info["window_starts"]) + 2 * s["n"] * s["sampling"]
         <= info["rows_train"] + s["sampling"]
+    )
     assert [p.beta for p in result.points] == list(s["betas"])
     for r in result.runs:
         assert r.loss.shape == (len(s["seeds"]), 3) and np.isfinite(r.loss).all()
@@ -335,23 +361,27 @@ def test_a_sentinel_in_a_wind_column_is_cleaned_and_counted(tmp_path):
     times, values = sj.synthetic_series(300)
     values[[5, 6], jd.FEATURES.index("max. wv (m/s)")] = jd.SENTINEL
     path = sj.write_csv(tmp_path / "j.csv", times, values)
-    prepared = jd.load(jd.FULL_FILE, path=path, sampling=1, train_fraction=0.7, n=8,
-                       n_windows=4)
-    assert prepared.info["cleaning"]["sentinels_replaced"] == \
-        {"wv (m/s)": 0, "max. wv (m/s)": 2}
+    prepared = jd.load(
+        jd.FULL_FILE, path=path, sampling=1, train_fraction=0.7, n=8, n_windows=4
+    )
+    assert prepared.info["cleaning"]["sentinels_replaced"] == {
+        "wv (m/s)": 0,
+        "max. wv (m/s)": 2,
+    }
 
 
 def test_a_few_rows_out_of_order_or_repeated_are_cleaned_and_counted(tmp_path):
     times, values = sj.synthetic_series(300, seed=2)
     order = np.arange(300)
-    order[[0, 1]] = order[[1, 0]]                  # the first two rows reversed
+    order[[0, 1]] = order[[1, 0]]  # the first two rows reversed
     order[[150, 151]] = order[[151, 150]]
     times, values = times[order], values[order]
-    times = np.append(times, times[-1])             # the last row repeated
+    times = np.append(times, times[-1])  # the last row repeated
     values = np.append(values, values[-1:], axis=0)
     path = sj.write_csv(tmp_path / "j.csv", times, values)
-    info = jd.load(jd.FULL_FILE, path=path, sampling=1, train_fraction=0.7, n=8,
-                   n_windows=4).info
+    info = jd.load(
+        jd.FULL_FILE, path=path, sampling=1, train_fraction=0.7, n=8, n_windows=4
+    ).info
     assert info["cleaning"]["out_of_order"] == 2 and info["cleaning"]["duplicates"] == 1
     assert info["cleaning"]["rows_read"] == 301 and info["rows_clean"] == 300
     assert info["first_time"] == "2009-01-01T00:10:00"
@@ -361,8 +391,9 @@ def test_a_reversed_file_is_an_error(tmp_path):
     times, values = sj.synthetic_series(300)
     path = sj.write_csv(tmp_path / "j.csv", times[::-1], values[::-1])
     with pytest.raises(jd.JenaFormatError, match="out of time order") as err:
-        jd.load(jd.FULL_FILE, path=path, sampling=1, train_fraction=0.7, n=8,
-                n_windows=4)
+        jd.load(
+            jd.FULL_FILE, path=path, sampling=1, train_fraction=0.7, n=8, n_windows=4
+        )
     assert "299 of 300 rows" in str(err.value) and "line 3" in str(err.value)
 
 
@@ -371,13 +402,17 @@ def test_the_std_of_T_is_not_skewed_by_a_sentinel(tmp_path):
     few degrees into hundreds. Now the file is refused instead."""
     times, values = sj.synthetic_series(3000)
     windows = dict(sampling=1, train_fraction=0.7, n=8, n_windows=4)
-    good = jd.load(jd.FULL_FILE, path=sj.write_csv(tmp_path / "a.csv", times, values),
-                   **windows)
+    good = jd.load(
+        jd.FULL_FILE, path=sj.write_csv(tmp_path / "a.csv", times, values), **windows
+    )
     assert good.std[T] < 10
     values[100, T] = jd.SENTINEL
     with pytest.raises(jd.JenaFormatError, match=re.escape("T (degC)")):
-        jd.load(jd.FULL_FILE, path=sj.write_csv(tmp_path / "b.csv", times, values),
-                **windows)
+        jd.load(
+            jd.FULL_FILE,
+            path=sj.write_csv(tmp_path / "b.csv", times, values),
+            **windows,
+        )
 
 
 def test_a_non_numeric_value_and_a_short_file_give_the_same_advice(tmp_path):
@@ -409,18 +444,26 @@ def server(tmp_path_factory):
     a zip, and the values digest of its first 154 rows (what the excerpt pin is for the
     real file)."""
     root = tmp_path_factory.mktemp("server")
-    times, values = sj.synthetic_series(jd.N_ROWS, seed=7, gaps=219, duplicates=2,
-                                        swaps=1, sentinels=3)
+    times, values = sj.synthetic_series(
+        jd.N_ROWS, seed=7, gaps=219, duplicates=2, swaps=1, sentinels=3
+    )
     csv = sj.write_csv(root / "jena_climate_2009_2016.csv", times, values)
     excerpt = root / "excerpt.csv"
     jd.derive_fixture(csv, excerpt)
-    return SimpleNamespace(root=root, csv=csv, url=serve(csv, root),
-                           digest=jd.values_digest(jd.read_csv(excerpt)))
+    return SimpleNamespace(
+        root=root,
+        csv=csv,
+        url=serve(csv, root),
+        digest=jd.values_digest(jd.read_csv(excerpt)),
+    )
 
 
 def point_url(monkeypatch, url):
-    monkeypatch.setitem(data.ASSETS, jd.FULL_FILE,
-                        dataclasses.replace(data.ASSETS[jd.FULL_FILE], url=url))
+    monkeypatch.setitem(
+        data.ASSETS,
+        jd.FULL_FILE,
+        dataclasses.replace(data.ASSETS[jd.FULL_FILE], url=url),
+    )
 
 
 @pytest.fixture
@@ -434,16 +477,22 @@ def fresh_clone(tmp_path, monkeypatch, server):
     return tmp_path / "cache"
 
 
-def test_the_excerpt_is_derived_from_the_downloaded_full_file(fresh_clone, server,
-                                                              monkeypatch):
+def test_the_excerpt_is_derived_from_the_downloaded_full_file(
+    fresh_clone, server, monkeypatch
+):
     path = data.find(jd.FIXTURE_FILE, progress=False)
     assert path == fresh_clone / jd.FIXTURE_FILE
     full = fresh_clone / jd.FULL_FILE
-    assert full.read_bytes() == server.csv.read_bytes()           # downloaded
-    assert path.read_bytes() == \
-        b"\n".join(server.csv.read_bytes().split(b"\n")[:155]) + b"\n"
-    assert not [p for p in fresh_clone.rglob(".*")
-                if p.name.startswith((".derive", ".download"))]
+    assert full.read_bytes() == server.csv.read_bytes()  # downloaded
+    assert (
+        path.read_bytes()
+        == b"\n".join(server.csv.read_bytes().split(b"\n")[:155]) + b"\n"
+    )
+    assert not [
+        p
+        for p in fresh_clone.rglob(".*")
+        if p.name.startswith((".derive", ".download"))
+    ]
     # the ci profile's data pipeline runs on it
     prepared = jena.load_data(settings_for(jena.SETTINGS, "ci"))
     assert prepared.X.shape == (16, 8, 14) and prepared.info["rows_in_file"] == 154
@@ -452,8 +501,9 @@ def test_the_excerpt_is_derived_from_the_downloaded_full_file(fresh_clone, serve
     assert data.find(jd.FIXTURE_FILE, allow_download=False) == path
 
 
-def test_an_excerpt_with_other_values_is_rejected_and_not_kept(fresh_clone,
-                                                               monkeypatch):
+def test_an_excerpt_with_other_values_is_rejected_and_not_kept(
+    fresh_clone, monkeypatch
+):
     monkeypatch.setattr(jd, "FIXTURE_VALUES_SHA256", "0" * 64)
     with pytest.raises(data.DataError, match="is not the first 154 rows") as err:
         data.find(jd.FIXTURE_FILE, progress=False)
@@ -463,8 +513,9 @@ def test_an_excerpt_with_other_values_is_rejected_and_not_kept(fresh_clone,
     assert not (fresh_clone / jd.FIXTURE_FILE).exists()
 
 
-def test_without_network_the_message_names_the_project_folders(fresh_clone, monkeypatch,
-                                                               tmp_path):
+def test_without_network_the_message_names_the_project_folders(
+    fresh_clone, monkeypatch, tmp_path
+):
     point_url(monkeypatch, (tmp_path / "nowhere.zip").as_uri())
     with pytest.raises(data.DataError, match="could not be downloaded") as err:
         data.find(jd.FIXTURE_FILE, progress=False)
@@ -475,7 +526,8 @@ def test_without_network_the_message_names_the_project_folders(fresh_clone, monk
 
 
 def test_the_full_files_checksum_is_recorded_on_first_download_and_enforced(
-        fresh_clone, server, monkeypatch):
+    fresh_clone, server, monkeypatch
+):
     path = data.find(jd.FULL_FILE, progress=False)
     record = path.with_name(path.name + ".sha256")
     assert record.read_text().split()[0] == data.sha256sum(server.csv)
@@ -485,17 +537,18 @@ def test_the_full_files_checksum_is_recorded_on_first_download_and_enforced(
         assert data.find(jd.FULL_FILE, progress=False) == path
     raw = path.read_bytes()
     value = float(raw.split(b"\n")[999].split(b",")[1]) + 0.01
-    path.write_bytes(set_field(raw, 1000, 1, b"%.2f" % value))      # still plausible
+    path.write_bytes(set_field(raw, 1000, 1, b"%.2f" % value))  # still plausible
     with pytest.raises(data.DataError, match="sha256") as err:
         data.find(jd.FULL_FILE, progress=False)
     assert str(record) in str(err.value)
-    path.unlink()                                   # the advice works
+    path.unlink()  # the advice works
     found = data.find(jd.FULL_FILE, progress=False)
     assert data.sha256sum(found) == data.sha256sum(server.csv)
 
 
 def test_a_download_with_impossible_values_is_refused_and_not_trusted(
-        fresh_clone, server, monkeypatch):
+    fresh_clone, server, monkeypatch
+):
     bad = server.root / "bad" / "jena_climate_2009_2016.csv"
     bad.parent.mkdir(exist_ok=True)
     bad.write_bytes(set_field(server.csv.read_bytes(), 5000, T + 1, b"-9999.00"))
@@ -507,7 +560,8 @@ def test_a_download_with_impossible_values_is_refused_and_not_trusted(
 
 
 def test_a_damaged_excerpt_says_how_to_fix_it_and_the_fix_works(
-        fresh_clone, monkeypatch, tmp_path):
+    fresh_clone, monkeypatch, tmp_path
+):
     path = data.find(jd.FIXTURE_FILE, progress=False)
     path.write_bytes(set_field(path.read_bytes(), 20, 2, b"-1.23"))
     with pytest.raises(jd.JenaFormatError, match="Delete it and run again") as err:
@@ -516,5 +570,5 @@ def test_a_damaged_excerpt_says_how_to_fix_it_and_the_fix_works(
     assert "derived again from the full file" in msg
     assert "no download URL" not in msg and "shared" not in msg.lower()
     path.unlink()
-    point_url(monkeypatch, (tmp_path / "nowhere.zip").as_uri())   # the cached full file
+    point_url(monkeypatch, (tmp_path / "nowhere.zip").as_uri())  # the cached full file
     assert data.find(jd.FIXTURE_FILE, progress=False) == path

@@ -1,6 +1,7 @@
 """The Lipschitz experiment: no ratio exceeds its constant, each constant is attained on
 an instance that tells the norms of the text from others, and the claim follows from the
 stored ratios."""
+
 import copy
 
 import numpy as np
@@ -17,7 +18,7 @@ from rcutil.results import pick
 @pytest.fixture(scope="module")
 def result():
     run = lipschitz.run(settings_for(lipschitz.SETTINGS, "ci"), progress=False)
-    return lipschitz.Result.from_json(run.to_json())   # as the store gives it back
+    return lipschitz.Result.from_json(run.to_json())  # as the store gives it back
 
 
 def test_no_ratio_exceeds_its_constant_and_each_constant_is_attained(result):
@@ -58,19 +59,25 @@ def _moved(name, inst):
     """f(a + h D) - f(a) and h D, computed here from the model's maps."""
     X, W, h = inst.X, inst.W, inst.h
     D = h * inst.D[name]
-    tanh_ffn = {"W_1": lambda: (torch.tanh(X @ (W["W_1"] + D))
-                                - torch.tanh(X @ W["W_1"])) @ W["W_2"],
-                "W_2": lambda: torch.tanh(X @ W["W_1"]) @ D,
-                "Z": lambda: (torch.tanh((X + D) @ W["W_1"]) - torch.tanh(X @ W["W_1"]))
-                @ W["W_2"],
-                "W_U": lambda: X @ D,
-                "H": lambda: D @ W["W_U"]}
+    tanh_ffn = {
+        "W_1": lambda: (
+            (torch.tanh(X @ (W["W_1"] + D)) - torch.tanh(X @ W["W_1"])) @ W["W_2"]
+        ),
+        "W_2": lambda: torch.tanh(X @ W["W_1"]) @ D,
+        "Z": lambda: (
+            (torch.tanh((X + D) @ W["W_1"]) - torch.tanh(X @ W["W_1"])) @ W["W_2"]
+        ),
+        "W_U": lambda: X @ D,
+        "H": lambda: D @ W["W_U"],
+    }
     if name in tanh_ffn:
         return tanh_ffn[name](), D
     w = dict(W)
     w[name] = W[name] + D
-    return (attention(X, w["W_Q"], w["W_K"], w["W_V"], inst.tau)
-            - attention(X, W["W_Q"], W["W_K"], W["W_V"], inst.tau)), D
+    return (
+        attention(X, w["W_Q"], w["W_K"], w["W_V"], inst.tau)
+        - attention(X, W["W_Q"], W["W_K"], W["W_V"], inst.tau)
+    ), D
 
 
 @pytest.mark.parametrize("name", lipschitz.CONSTANTS)
@@ -79,8 +86,7 @@ def test_the_attaining_instance_attains_the_constant_of_the_text(name, result):
     moved, step = _moved(name, inst)
     ratio = _fro(moved) / (_fro(step) * _text_constant(name, inst))
     assert ratio == pytest.approx(1.0, abs=1e-6)
-    assert ratio == pytest.approx(pick(result.constants, name=name).attained,
-                                  rel=1e-9)
+    assert ratio == pytest.approx(pick(result.constants, name=name).attained, rel=1e-9)
 
 
 @pytest.mark.parametrize("name", ["W_1", "Z", "W_U", "H"])
@@ -88,8 +94,8 @@ def test_the_attaining_instance_tells_the_frobenius_norm_of_a_difference(name):
     inst = lipschitz.attaining_instances()[name]
     moved, step = _moved(name, inst)
     L = _text_constant(name, inst)
-    assert _spec(moved) / (_fro(step) * L) < lipschitz.ATTAINED        # output spectral
-    assert _fro(moved) / (_spec(step) * L) > 1.2                       # step spectral
+    assert _spec(moved) / (_fro(step) * L) < lipschitz.ATTAINED  # output spectral
+    assert _fro(moved) / (_spec(step) * L) > 1.2  # step spectral
     assert np.abs(moved.numpy()).max() / (_fro(step) * L) < lipschitz.ATTAINED
 
 
@@ -99,8 +105,9 @@ def test_the_attaining_instance_tells_the_spectral_norm_of_x_from_others(name):
     moved, step = _moved(name, inst)
     with_frobenius = _text_constant(name, inst, norm_of_x=_fro)
     assert _fro(moved) / (_fro(step) * with_frobenius) < lipschitz.ATTAINED
-    largest_row = _text_constant(name, inst, norm_of_x=lambda X: np.linalg.norm(
-        X, axis=1).max())
+    largest_row = _text_constant(
+        name, inst, norm_of_x=lambda X: np.linalg.norm(X, axis=1).max()
+    )
     assert _fro(moved) / (_fro(step) * largest_row) > 1 + 1e-3
 
 

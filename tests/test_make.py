@@ -1,6 +1,7 @@
 """The Makefile's arguments: PROFILE, NAME and CHAPTERS are checked before any recipe
 runs or creates anything, and quoted in the recipes. Run on a copy of the Makefile
 whose programs (.venv/bin/python, jupyter-book, ...) only log their arguments."""
+
 import os
 import shutil
 import subprocess
@@ -11,8 +12,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ("python", "jupyter-book", "ruff", "nbqa", "jupyter")
-pytestmark = pytest.mark.skipif(shutil.which("make") is None,
-                                reason="make is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("make") is None, reason="make is not installed"
+)
 
 
 @pytest.fixture
@@ -41,12 +43,28 @@ def project(tmp_path):
 
 
 def make(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("PROFILE", "NAME", "CHAPTERS", "OUT", "BOOK_ROOT", "VENV",
-                          "MAKEFLAGS", "MFLAGS")}
-    return subprocess.run(["make", "--no-print-directory", "-C", str(root), *args],
-                          capture_output=True, text=True, timeout=120,
-                          env={**clean, "MAKE_LOG": str(root / "log"), **env})
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PROFILE",
+            "NAME",
+            "CHAPTERS",
+            "OUT",
+            "BOOK_ROOT",
+            "VENV",
+            "MAKEFLAGS",
+            "MFLAGS",
+        )
+    }
+    return subprocess.run(
+        ["make", "--no-print-directory", "-C", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean, "MAKE_LOG": str(root / "log"), **env},
+    )
 
 
 def ran(root: Path) -> list[str]:
@@ -57,8 +75,11 @@ def ran(root: Path) -> list[str]:
 def built(root: Path) -> list[str]:
     """Every path under _build but the earlier build of model and its folders."""
     keep = root / "_build" / "ci" / "chapter" / "model" / "keep"
-    return sorted(str(p.relative_to(root)) for p in (root / "_build").rglob("*")
-                  if p != keep and not keep.is_relative_to(p))
+    return sorted(
+        str(p.relative_to(root))
+        for p in (root / "_build").rglob("*")
+        if p != keep and not keep.is_relative_to(p)
+    )
 
 
 def refused(proc: subprocess.CompletedProcess, *words: str) -> str:
@@ -74,8 +95,9 @@ def refused(proc: subprocess.CompletedProcess, *words: str) -> str:
 def nothing_happened(root: Path) -> None:
     assert ran(root) == [], "a program ran"
     assert not (root / "X").exists(), "an injected command ran"
-    assert (root / "_build" / "ci" / "chapter" / "model" / "keep").exists(), \
+    assert (root / "_build" / "ci" / "chapter" / "model" / "keep").exists(), (
         "the earlier build was removed"
+    )
     assert built(root) == [], "something was created"
 
 
@@ -84,15 +106,27 @@ def test_a_chapter_name_runs_that_chapter_with_its_quoted_paths(project):
     """The stand-ins do run: the checks below can see a command that runs."""
     proc = make(project, "chapter", "NAME=model")
     assert proc.returncode == 0, proc.stderr
-    assert ("python scripts/execute_chapters.py --cache _build/ci/chapter/model/"
-            "_build/.jupyter_cache book/model.md") in ran(project)
+    assert (
+        "python scripts/execute_chapters.py --cache _build/ci/chapter/model/"
+        "_build/.jupyter_cache book/model.md"
+    ) in ran(project)
     toc = project / "_build" / "ci" / "chapter" / "model" / "_toc.yml"
     assert "root: book/model\n" in toc.read_text()
 
 
-@pytest.mark.parametrize("name", ["model;touch X", "model;touch${IFS}X",
-                                  "model`touch X`", "model&&touch X", "model|touch X",
-                                  "../book/model", "model'", "model>X"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "model;touch X",
+        "model;touch${IFS}X",
+        "model`touch X`",
+        "model&&touch X",
+        "model|touch X",
+        "../book/model",
+        "model'",
+        "model>X",
+    ],
+)
 def test_a_name_with_shell_metacharacters_runs_nothing(project, name):
     line = refused(make(project, "chapter", f"NAME={name}"), "NAME=")
     assert "NAME is a file name in book/ without .md" in line
@@ -100,8 +134,11 @@ def test_a_name_with_shell_metacharacters_runs_nothing(project, name):
 
 
 def test_a_name_of_two_words_is_refused(project):
-    refused(make(project, "chapter", "NAME=model extra"), "NAME='model extra'",
-            "not one chapter")
+    refused(
+        make(project, "chapter", "NAME=model extra"),
+        "NAME='model extra'",
+        "not one chapter",
+    )
     nothing_happened(project)
 
 
@@ -113,19 +150,26 @@ def test_an_unknown_or_missing_name_lists_the_chapters(project):
 
 
 # ----------------------------------------------------------------------- PROFILE
-@pytest.mark.parametrize("target", ["book", "test", "execute", "build", "timings",
-                                    "chapter", "site"])
+@pytest.mark.parametrize(
+    "target", ["book", "test", "execute", "build", "timings", "chapter", "site"]
+)
 def test_an_unknown_profile_is_refused_before_anything_is_created(project, target):
-    line = refused(make(project, target, "PROFILE=bogus", "NAME=model"),
-                   "PROFILE=bogus", "ci book paper")
+    line = refused(
+        make(project, target, "PROFILE=bogus", "NAME=model"),
+        "PROFILE=bogus",
+        "ci book paper",
+    )
     assert "(command line)" in line
     nothing_happened(project)
     assert not (project / "_build" / "bogus").exists()
 
 
 def test_a_profile_of_two_words_or_from_the_environment_is_named(project):
-    refused(make(project, "execute", "PROFILE=ci book"), "PROFILE='ci book'",
-            "not one profile")
+    refused(
+        make(project, "execute", "PROFILE=ci book"),
+        "PROFILE='ci book'",
+        "not one profile",
+    )
     line = refused(make(project, "build", PROFILE="default"), "PROFILE=default")
     assert "(environment)" in line
     nothing_happened(project)
@@ -136,35 +180,46 @@ def test_each_profile_runs_with_its_own_folder(project):
         assert make(project, "execute", "build", f"PROFILE={profile}").returncode == 0
     log = ran(project)
     for profile in ("ci", "book", "paper"):
-        assert ("jupyter-book build -W -n --keep-going --path-output "
-                f"./_build/{profile} .") in log
+        assert (
+            f"jupyter-book build -W -n --keep-going --path-output ./_build/{profile} ."
+        ) in log
 
 
 # ----------------------------------------------------------------------- CHAPTERS
 def test_chapters_must_name_files(project):
-    refused(make(project, "execute", "CHAPTERS=book/model.md;touch X"),
-            "CHAPTERS names no file")
-    refused(make(project, "execute", "CHAPTERS=book/model.md book/nope.md"),
-            "book/nope.md")
+    refused(
+        make(project, "execute", "CHAPTERS=book/model.md;touch X"),
+        "CHAPTERS names no file",
+    )
+    refused(
+        make(project, "execute", "CHAPTERS=book/model.md book/nope.md"), "book/nope.md"
+    )
     nothing_happened(project)
     assert make(project, "execute", "CHAPTERS=book/mod*.md").returncode == 0
-    assert ran(project)[-1].endswith("--cache ./_build/ci/_build/.jupyter_cache "
-                                     "book/model.md")
+    assert ran(project)[-1].endswith(
+        "--cache ./_build/ci/_build/.jupyter_cache book/model.md"
+    )
 
 
 # -------------------------------------------------------------------- the real Makefile
 def test_each_profile_executes_and_builds_in_its_own_folder():
     for p, other in (("ci", "book"), ("book", "ci")):
-        plan = subprocess.run(["make", "-n", "-s", "-C", str(ROOT), "execute", "build",
-                               f"PROFILE={p}"], capture_output=True, text=True).stdout
+        plan = subprocess.run(
+            ["make", "-n", "-s", "-C", str(ROOT), "execute", "build", f"PROFILE={p}"],
+            capture_output=True,
+            text=True,
+        ).stdout
         assert f"'./_build/{p}/_build/.jupyter_cache'" in plan, plan
         assert f"--path-output './_build/{p}'" in plan
         assert f"_build/{other}" not in plan and f"RCUTIL_PROFILE='{p}'" in plan
 
 
 def test_the_browser_comes_from_the_finder():
-    recipe = subprocess.run(["make", "-n", "-s", "-C", str(ROOT), "browser-deps"],
-                            capture_output=True, text=True).stdout
+    recipe = subprocess.run(
+        ["make", "-n", "-s", "-C", str(ROOT), "browser-deps"],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "tests/site/chrome.py --install" in recipe and "apt-get" not in recipe
     readme = (ROOT / "README.md").read_text()
     assert "CHROMEDRIVER" in readme and "chromium-driver" in readme

@@ -1,5 +1,6 @@
-"""The model and the trainer refuse each bad argument, naming the argument, the value and
-what to pass instead."""
+"""The model and the trainer refuse each bad argument, naming the argument, the value
+and what to pass instead."""
+
 import pytest
 import torch
 
@@ -7,8 +8,9 @@ from rcutil import train, validate
 from rcutil.model import Transformer
 
 
-@pytest.mark.parametrize("beta", [float("nan"), float("inf"), -1.0, 1.5, 100.0,
-                                  torch.tensor(2.0)])
+@pytest.mark.parametrize(
+    "beta", [float("nan"), float("inf"), -1.0, 1.5, 100.0, torch.tensor(2.0)]
+)
 def test_beta_outside_0_1_is_refused_by_constructor_and_forward(beta):
     with pytest.raises(ValueError, match=r"beta must be in \[0, 1\]"):
         Transformer(4, 2, 3, 1, beta=beta)
@@ -27,25 +29,36 @@ def test_the_beta_of_every_model_in_a_vmap_batch_passes_and_counts():
     """Under vmap the betas cannot be read; they still reach the equations, one per
     model."""
     m = Transformer(4, 2, 3, 1, seed=1)
-    X = torch.randn(2, 3, 4, dtype=torch.float64,
-                    generator=torch.Generator().manual_seed(0))
+    X = torch.randn(
+        2, 3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+    )
     betas = torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64)
     batched = torch.func.vmap(lambda b: m(X, beta=b))(betas)
     for out, b in zip(batched, betas.tolist()):
         torch.testing.assert_close(out, m(X, beta=b))
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda: Transformer(4, 2, 3, 1, beta="abc"), ["beta must be a number", "'abc'"]),
-    (lambda: Transformer(4, 2, 3, 1)(torch.zeros(1, 2, 4, dtype=torch.float64),
-                                     beta="abc"), ["beta must be a number"]),
-    (lambda: Transformer(4, 2, 3, 1, tau="abc"), ["tau must be", "'abc'"]),
-    (lambda: Transformer(4, 2, 3, 1, dtype=torch.int64), ["floating-point"]),
-    (lambda: Transformer(4, 2, 3, 1, device="CPU"), ["device 'CPU'", "'cpu'"]),
-    (lambda: validate.device("gpu"), ["device 'gpu'", "use cpu"]),
-    (lambda: validate.device("xla"), ["device 'xla'", "use cpu"]),
-    (lambda: validate.device("meta"), ["device 'meta'", "use cpu"]),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (
+            lambda: Transformer(4, 2, 3, 1, beta="abc"),
+            ["beta must be a number", "'abc'"],
+        ),
+        (
+            lambda: Transformer(4, 2, 3, 1)(
+                torch.zeros(1, 2, 4, dtype=torch.float64), beta="abc"
+            ),
+            ["beta must be a number"],
+        ),
+        (lambda: Transformer(4, 2, 3, 1, tau="abc"), ["tau must be", "'abc'"]),
+        (lambda: Transformer(4, 2, 3, 1, dtype=torch.int64), ["floating-point"]),
+        (lambda: Transformer(4, 2, 3, 1, device="CPU"), ["device 'CPU'", "'cpu'"]),
+        (lambda: validate.device("gpu"), ["device 'gpu'", "use cpu"]),
+        (lambda: validate.device("xla"), ["device 'xla'", "use cpu"]),
+        (lambda: validate.device("meta"), ["device 'meta'", "use cpu"]),
+    ],
+)
 def test_bad_model_arguments_are_named(make, words):
     with pytest.raises(ValueError, match=words[0]) as err:
         make()
@@ -66,11 +79,17 @@ def test_a_float32_input_to_a_float64_model_names_both_dtypes():
         m(torch.zeros(1, 2, 4))
     assert "X.to(torch.float64)" in str(err.value)
     with pytest.raises(ValueError, match="X has dtype torch.float32"):
-        train.gradient_descent(m, torch.zeros(1, 2, 4), torch.zeros(1, 2, 1), mu=0.1,
-                               steps=1)
+        train.gradient_descent(
+            m, torch.zeros(1, 2, 4), torch.zeros(1, 2, 1), mu=0.1, steps=1
+        )
     with pytest.raises(ValueError, match="Y is torch.float32") as err:
-        train.gradient_descent(m, torch.zeros(1, 2, 4, dtype=torch.float64),
-                               torch.zeros(1, 2, 1), mu=0.1, steps=1)
+        train.gradient_descent(
+            m,
+            torch.zeros(1, 2, 4, dtype=torch.float64),
+            torch.zeros(1, 2, 1),
+            mu=0.1,
+            steps=1,
+        )
     assert "Y.to(X)" in str(err.value)
 
 

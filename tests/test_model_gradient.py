@@ -1,6 +1,7 @@
 """The closed-form loss and gradient of a stack of one-layer models (eqs. model-forward
 and model-grad) against automatic differentiation of rcutil.model.block, and batched
 gradient descent and Adam against one model at a time."""
+
 import numpy as np
 import pytest
 import torch
@@ -23,23 +24,29 @@ from rcutil.train import (
 BETAS = (0.0, 0.3, 0.75, 1.0)
 
 
-def problem(d_out=1, activation="tanh", betas=BETAS, seeds=(0, 1), N=5, n=4, d=6,
-            seed=0):
+def problem(
+    d_out=1, activation="tanh", betas=BETAS, seeds=(0, 1), N=5, n=4, d=6, seed=0
+):
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(N, n, d, generator=g, dtype=torch.float64)
     Y = torch.randn(N, n, d_out, generator=g, dtype=torch.float64)
-    models = [Transformer(d, 3, 7, d_out, beta=b, seed=s, activation=activation)
-              for b in betas for s in seeds]
+    models = [
+        Transformer(d, 3, 7, d_out, beta=b, seed=s, activation=activation)
+        for b in betas
+        for s in seeds
+    ]
     return models, stack(models), X, Y
 
 
 def reference(model, X, Y):
-    """Loss, gradient by name of WEIGHTS and Z of one model, by autograd of the model.
-    """
+    """Loss, gradient by name of WEIGHTS and Z of one model, by autograd of the
+    model."""
     out = model(X, return_all=True)
     loss = 0.5 * ((out.output - Y) ** 2).sum()
-    names = {"output.W_U": "W_U", **{f"blocks.0.{w}": w for w in
-                                    ("W_Q", "W_K", "W_V", "W_1", "W_2")}}
+    names = {
+        "output.W_U": "W_U",
+        **{f"blocks.0.{w}": w for w in ("W_Q", "W_K", "W_V", "W_1", "W_2")},
+    }
     grads = torch.autograd.grad(loss, list(model.parameters()))
     by_name = {names[k]: g for (k, _), g in zip(model.named_parameters(), grads)}
     return loss.detach(), by_name, out.Z[0].detach().reshape(-1, X.shape[-1])
@@ -47,8 +54,11 @@ def reference(model, X, Y):
 
 @pytest.mark.parametrize("activation", ["tanh", "gelu"])
 @pytest.mark.parametrize("d_out", [1, 3])
-@pytest.mark.parametrize("chunk_bytes", [1, 20_000, 1 << 30],
-                         ids=["a-sample-per-chunk", "some-chunks", "one-chunk"])
+@pytest.mark.parametrize(
+    "chunk_bytes",
+    [1, 20_000, 1 << 30],
+    ids=["a-sample-per-chunk", "some-chunks", "one-chunk"],
+)
 def test_closed_form_is_autograd_of_each_model(activation, d_out, chunk_bytes):
     models, s, X, Y = problem(d_out, activation)
     got = loss_and_gradient(s, X, Y, chunk_bytes=chunk_bytes)
@@ -57,8 +67,13 @@ def test_closed_form_is_autograd_of_each_model(activation, d_out, chunk_bytes):
         torch.testing.assert_close(got.loss[b], loss, rtol=1e-12, atol=0)
         torch.testing.assert_close(got.Z[b], Z, rtol=1e-12, atol=1e-14)
         for name, g in grad.items():
-            torch.testing.assert_close(got.grad[name][b], g, rtol=1e-10,
-                                       atol=1e-12 * float(g.abs().max()), msg=name)
+            torch.testing.assert_close(
+                got.grad[name][b],
+                g,
+                rtol=1e-10,
+                atol=1e-12 * float(g.abs().max()),
+                msg=name,
+            )
 
 
 def test_autograd_twin_and_batched_loss_agree_with_the_closed_form():
@@ -117,8 +132,9 @@ def test_batched_gd_at_own_steps_is_gradient_descent_of_each_model():
         np.testing.assert_allclose(hist.loss[b], h.loss, rtol=1e-11)
         np.testing.assert_allclose(hist.sigma_min[b], h.sigma_min, rtol=1e-9)
         np.testing.assert_allclose(hist.sigma_max[b], h.sigma_max, rtol=1e-11)
-        torch.testing.assert_close(hist.final.W["W_1"][b], model.blocks[0].W_1.detach(),
-                                   rtol=1e-11, atol=1e-14)
+        torch.testing.assert_close(
+            hist.final.W["W_1"][b], model.blocks[0].W_1.detach(), rtol=1e-11, atol=1e-14
+        )
     assert (hist.step_size == mu).all()
 
 
@@ -130,8 +146,9 @@ def test_observe_is_called_every_k_iterates_and_at_the_last():
         seen.append((Z.clone(), s.W["W_1"].clone()))
         return {"norm": torch.linalg.matrix_norm(Z)}
 
-    hist = batched_gradient_descent(s, X, Y, mu=1e-3, steps=7, observe=observe,
-                                    observe_every=3)
+    hist = batched_gradient_descent(
+        s, X, Y, mu=1e-3, steps=7, observe=observe, observe_every=3
+    )
     assert hist.observed_at == [0, 3, 6, 7]
     assert hist.observed["norm"].shape == (len(s.beta), 4)
     again = batched_gradient_descent(s, X, Y, mu=1e-3, steps=3)
@@ -148,9 +165,14 @@ def test_divergence_names_the_models_and_the_setting_to_lower():
     assert "models [1]" in msg and "lower mu_factor" in msg
 
 
-@pytest.mark.parametrize("mu, match", [(0.0, "mu of model 0"),
-                                       ([1e-3], "one per model"),
-                                       (float("nan"), "mu of model 0")])
+@pytest.mark.parametrize(
+    "mu, match",
+    [
+        (0.0, "mu of model 0"),
+        ([1e-3], "one per model"),
+        (float("nan"), "mu of model 0"),
+    ],
+)
 def test_bad_steps_are_refused(mu, match):
     _, s, X, Y = problem(betas=(0.0,), seeds=(0, 1))
     with pytest.raises(ValueError, match=match):
@@ -174,4 +196,4 @@ def test_batched_adam_is_adam_of_each_model():
 
 def test_stack_type_is_a_named_tuple_of_what_the_models_share():
     _, s, _, _ = problem()
-    assert isinstance(s, Stack) and s.activation.name == "tanh" and s.tau == 3 ** 0.5
+    assert isinstance(s, Stack) and s.activation.name == "tanh" and s.tau == 3**0.5

@@ -1,5 +1,6 @@
 """scripts/mutate.py: which part of an experiment module is mutated, and which survivors
 form the class of a row's text (mutmut itself is not run here; ``make mutate`` does)."""
+
 import ast
 import importlib.util
 import sys
@@ -59,15 +60,18 @@ def _def(body: str) -> ast.AST:
 ORIGINAL = '[Check("a b", r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]'
 
 
-@pytest.mark.parametrize("body, text_only", [
-    ('[Check(None, r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]', True),
-    ('[Check("XXa bXX", r.x, "<=", 1), Claim("key", "NAME", f"v {r.x}")]', True),
-    ('[Check("a b", r.x, "<=", 1), Claim("key", "name", f"XXv {r.x}")]', True),
-    ('[Check("a b", r.x, "<=", 1), Claim("key", "name", None)]', True),
-    ('[Check("a b", r.y, "<=", 1), Claim("key", "name", f"v {r.x}")]', False),
-    ('[Check("a b", r.x, "<=", 2), Claim("key", "name", f"v {r.x}")]', False),
-    ('[Check("a b", r.x, "<=", 1), Claim("XXkeyXX", "name", f"v {r.x}")]', False),
-    (ORIGINAL, False),
-])
+@pytest.mark.parametrize(
+    "body, text_only",
+    [
+        ('[Check(None, r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]', True),
+        ('[Check("XXa bXX", r.x, "<=", 1), Claim("key", "NAME", f"v {r.x}")]', True),
+        ('[Check("a b", r.x, "<=", 1), Claim("key", "name", f"XXv {r.x}")]', True),
+        ('[Check("a b", r.x, "<=", 1), Claim("key", "name", None)]', True),
+        ('[Check("a b", r.y, "<=", 1), Claim("key", "name", f"v {r.x}")]', False),
+        ('[Check("a b", r.x, "<=", 2), Claim("key", "name", f"v {r.x}")]', False),
+        ('[Check("a b", r.x, "<=", 1), Claim("XXkeyXX", "name", f"v {r.x}")]', False),
+        (ORIGINAL, False),
+    ],
+)
 def test_a_survivor_that_changes_only_a_rows_text_is_of_that_class(body, text_only):
     assert mutate.only_row_text(_def(ORIGINAL), _def(body)) is text_only

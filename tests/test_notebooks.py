@@ -1,6 +1,7 @@
-"""The notebooks that the launch buttons open: every chapter, in plain Markdown, with a first
-cell that installs the book's package at the published commit; one of them runs in a fresh
-kernel against a wheel of the package, without the source tree."""
+"""The notebooks that the launch buttons open: every chapter, in plain Markdown, with a
+first cell that installs the book's package at the published commit; one of them runs in
+a fresh kernel against a wheel of the package, without the source tree."""
+
 import importlib.util
 import os
 import re
@@ -13,7 +14,9 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("build_notebooks", ROOT / "scripts" / "build_notebooks.py")
+spec = importlib.util.spec_from_file_location(
+    "build_notebooks", ROOT / "scripts" / "build_notebooks.py"
+)
 build_notebooks = importlib.util.module_from_spec(spec)
 sys.modules["build_notebooks"] = build_notebooks
 spec.loader.exec_module(build_notebooks)
@@ -28,7 +31,9 @@ def notebooks(tmp_path_factory):
     return out / "book"
 
 
-def test_every_chapter_becomes_a_notebook_whose_first_cell_installs_the_commit(notebooks):
+def test_every_chapter_becomes_a_notebook_whose_first_cell_installs_the_commit(
+    notebooks,
+):
     chapters = build_notebooks.chapters()
     assert {p.stem for p in chapters} >= {"model", "jena", "sst2", "report"}
     for md in chapters:
@@ -37,7 +42,9 @@ def test_every_chapter_becomes_a_notebook_whose_first_cell_installs_the_commit(n
         first = nb.cells[0]
         assert first.cell_type == "code" and f"@{COMMIT}" in first.source
         compile(first.source, "setup", "exec")
-        assert any("import rcutil" in c.source for c in nb.cells[1:] if c.cell_type == "code")
+        assert any(
+            "import rcutil" in c.source for c in nb.cells[1:] if c.cell_type == "code"
+        )
 
 
 def test_the_markdown_holds_no_myst_syntax(notebooks):
@@ -53,13 +60,18 @@ def test_references_become_what_the_website_shows(notebooks):
     nb = nbformat.read(notebooks / "model.ipynb", as_version=4)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "\\tag{1}" in text and "Qin et al. (2025)" in text
-    assert "```python\ndef ffn(" in text                        # a literalinclude's code
+    assert "```python\ndef ffn(" in text  # a literalinclude's code
     assert re.search(r"\*\*Fig\. \d+\.\*\* Full-batch gradient descent", text)
 
 
 def test_the_myst_pattern_finds_myst():
-    for source in ("see {eq}`model-z`", "```{admonition} Run it", ":::{prf:lemma}", "(model)=",
-                   "$$ x $$ (eq-a)"):
+    for source in (
+        "see {eq}`model-z`",
+        "```{admonition} Run it",
+        ":::{prf:lemma}",
+        "(model)=",
+        "$$ x $$ (eq-a)",
+    ):
         assert MYST.search(source), source
     assert not MYST.search("plain $x$ and `code` and (a) = b")
 
@@ -68,32 +80,68 @@ def test_the_myst_pattern_finds_myst():
 def test_a_chapter_runs_in_a_fresh_kernel_against_a_wheel(notebooks, tmp_path):
     import nbclient
 
-    source = tmp_path / "source"          # a copy, so that the build leaves no build/ here
-    shutil.copytree(ROOT / "rcutil", source / "rcutil",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    source = tmp_path / "source"  # a copy, so that the build leaves no build/ here
+    shutil.copytree(
+        ROOT / "rcutil", source / "rcutil", ignore=shutil.ignore_patterns("__pycache__")
+    )
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (ROOT / name).exists():
             shutil.copy(ROOT / name, source / name)
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(wheels), str(source)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
+        check=True,
+    )
     (wheel,) = wheels.glob("rcutil-*.whl")
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                    str(site), str(wheel)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+    )
     nb = nbformat.read(notebooks / "model.ipynb", as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell("import rcutil\nprint(rcutil.__file__)"))
     work = tmp_path / "work"
     work.mkdir()
-    env = {"PYTHONPATH": str(site), "RCUTIL_PROFILE": "ci", "RCUTIL_TORCH_THREADS": "1",
-           "RCUTIL_RESULTS_DIR": str(tmp_path / "results")}
+    env = {
+        "PYTHONPATH": str(site),
+        "RCUTIL_PROFILE": "ci",
+        "RCUTIL_TORCH_THREADS": "1",
+        "RCUTIL_RESULTS_DIR": str(tmp_path / "results"),
+    }
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                resources={"metadata": {"path": str(work)}}).execute()
+        nbclient.NotebookClient(
+            nb,
+            timeout=600,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(work)}},
+        ).execute()
     finally:
         for k, v in old.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     printed = nb.cells[-1].outputs[0]["text"].strip()
-    assert Path(printed).is_relative_to(site), printed     # the wheel's copy, not the source tree
+    assert Path(printed).is_relative_to(site), (
+        printed
+    )  # the wheel's copy, not the source tree

@@ -1,5 +1,6 @@
 """rcutil.plotting: the same figure gives the same SVG bytes, saved or shown inline in a
 chapter (no date, stable clip-path ids)."""
+
 import matplotlib
 
 from rcutil import plotting
@@ -10,7 +11,7 @@ def _figure():
 
     fig, ax = plt.subplots()
     ax.plot([1, 2, 3], [1, 4, 2], label="a")
-    ax.fill_between([1, 2, 3], [0, 1, 1], [2, 3, 3])   # clipped: carries a clip-path id
+    ax.fill_between([1, 2, 3], [0, 1, 1], [2, 3, 3])  # clipped: carries a clip-path id
     ax.legend()
     return fig
 

@@ -2,6 +2,7 @@
 ``gradient_descent``, the bound of eq. ``rc-centred``, the acceptance table, and claims
 whose statuses follow from the numbers (recomputed here, then flipped by editing
 them)."""
+
 import copy
 import dataclasses
 import itertools
@@ -27,8 +28,15 @@ def result():
 
 def small_settings(**changes):
     settings = settings_for(rc.SETTINGS, "ci")
-    settings.update(seeds=(0, 1), max_log2_d_qk=14, train_seeds=(0, 1), train_d_qk=64,
-                    train_steps=6, depth_draws=2, depth_layers=3)
+    settings.update(
+        seeds=(0, 1),
+        max_log2_d_qk=14,
+        train_seeds=(0, 1),
+        train_d_qk=64,
+        train_steps=6,
+        depth_draws=2,
+        depth_layers=3,
+    )
     settings.update(changes)
     return settings
 
@@ -39,10 +47,16 @@ def test_the_result_is_typed_and_survives_json(result):
     S, V = len(settings["seeds"]), settings["max_log2_d_qk"] + 1
     assert result.d_qk == [2**k for k in range(V)]
     assert {(p.scaling, p.beta) for p in result.sweep} == {
-        (s, b) for s in ("tau=d_qk", "tau=sqrt(d_qk)", "tau=1") for b in rc.BETAS}
+        (s, b) for s in ("tau=d_qk", "tau=sqrt(d_qk)", "tau=1") for b in rc.BETAS
+    }
     for p in result.sweep:
-        for array in (p.sigma_min, p.effective_rank, p.centred_lower, p.max_weight,
-                      p.deviation):
+        for array in (
+            p.sigma_min,
+            p.effective_rank,
+            p.centred_lower,
+            p.max_weight,
+            p.deviation,
+        ):
             assert array.shape == (S, V)
     T = len(settings["train_seeds"])
     assert [r.beta for r in result.training] == [0.0, 1.0]
@@ -93,11 +107,18 @@ def test_batched_training_is_gradient_descent_on_each_model(beta):
     for i, seed in enumerate(settings["train_seeds"]):
         X, Y = rc.training_problem(settings, seed)
         d_qk = settings["train_d_qk"]
-        model = Transformer(settings["d"], d_qk, settings["train_d_F"],
-                            settings["train_d_out"], tau=float(d_qk), beta=beta,
-                            seed=seed)
-        h = gradient_descent(model, X, Y, mu=settings["train_mu"],
-                             steps=settings["train_steps"])
+        model = Transformer(
+            settings["d"],
+            d_qk,
+            settings["train_d_F"],
+            settings["train_d_out"],
+            tau=float(d_qk),
+            beta=beta,
+            seed=seed,
+        )
+        h = gradient_descent(
+            model, X, Y, mu=settings["train_mu"], steps=settings["train_steps"]
+        )
         np.testing.assert_allclose(runs[beta].loss[i], h.loss, rtol=1e-10)
         np.testing.assert_allclose(runs[beta].sigma_min[i], h.sigma_min, rtol=1e-8)
 
@@ -112,7 +133,7 @@ def test_the_floor_is_the_least_loss_of_token_constant_outputs():
     _, Y = rc.training_problem(settings, 0)
     floor = rc.per_sample_floor(Y)
     mean = Y.mean(dim=-2, keepdim=True)
-    for shift in (0.0, 0.1, -0.3):       # any other constant per sample is worse
+    for shift in (0.0, 0.1, -0.3):  # any other constant per sample is worse
         other = 0.5 * float(((mean + shift - Y) ** 2).sum())
         assert other >= floor - 1e-12
     assert floor == pytest.approx(0.5 * float(((mean - Y) ** 2).sum()), rel=1e-12)
@@ -139,8 +160,8 @@ def test_centred_bound_holds_for_any_value_matrix(beta):
     tau = math.sqrt(X.shape[-1])
     delta = uniform_deviation(X, W_Q, W_K, tau)
     smin = spectrum(attention(X, W_Q, W_K, W_V, tau) + beta * X)["sigma_min"]
-    for s in range(X.shape[0]):   # the bound takes one instance at a time, (1, N, n, d)
-        lower = rc.centred_lower_bound(X[s:s + 1], W_V[s, 0], delta[s:s + 1], beta)
+    for s in range(X.shape[0]):  # the bound takes one instance at a time, (1, N, n, d)
+        lower = rc.centred_lower_bound(X[s : s + 1], W_V[s, 0], delta[s : s + 1], beta)
         assert lower.item() <= smin[s].item() * (1 + 1e-10), (s, beta)
 
 
@@ -163,9 +184,12 @@ def test_centred_bound_is_attained_with_uniform_attention_and_w_v_minus_beta_i()
 def test_the_stored_bound_is_the_formula_on_the_stored_ingredients(result):
     inputs = result.inputs
     for p in result.sweep:
-        expected = (p.beta * np.asarray(inputs.sigma_min_centred)[:, None] - p.deviation
-                    * np.asarray(inputs.norm)[:, None]
-                    * np.asarray(inputs.norm_W_V)[:, None])
+        expected = (
+            p.beta * np.asarray(inputs.sigma_min_centred)[:, None]
+            - p.deviation
+            * np.asarray(inputs.norm)[:, None]
+            * np.asarray(inputs.norm_W_V)[:, None]
+        )
         np.testing.assert_allclose(p.centred_lower, expected, rtol=1e-9, atol=1e-12)
 
 
@@ -188,8 +212,9 @@ def _collapses(result, scaling) -> bool:
 
 
 def _spectral_status(result) -> str:
-    bound = all((p.centred_lower <= p.sigma_min * (1 + 1e-10)).all()
-                for p in result.sweep)
+    bound = all(
+        (p.centred_lower <= p.sigma_min * (1 + 1e-10)).all() for p in result.sweep
+    )
     positive = _sweep(result, "tau=d_qk", 1.0).centred_lower[:, -1].min() > 0
     if not (_collapses(result, "tau=d_qk") and bound and positive):
         return NOT_REPRODUCED
@@ -224,45 +249,50 @@ def _statuses(result) -> dict:
 
 
 def test_statuses_follow_from_the_numbers(result):
-    assert _statuses(result) == {"rank-collapse": _spectral_status(result),
-                                 "rank-collapse-gd": _gd_status(result)}
+    assert _statuses(result) == {
+        "rank-collapse": _spectral_status(result),
+        "rank-collapse-gd": _gd_status(result),
+    }
     assert set(_statuses(result).values()) == {DEVIATION}
 
 
 def test_the_collapse_is_read_at_the_largest_d_qk(result):
     edited = copy.deepcopy(result)
     attn = _sweep(edited, "tau=d_qk", 0.0).sigma_min
-    attn[:, -1] = attn[:, -2] * 1.01          # the last d_QK no longer falls
+    attn[:, -1] = attn[:, -2] * 1.01  # the last d_QK no longer falls
     assert _spectral_status(edited) == NOT_REPRODUCED
     assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
-    edited = copy.deepcopy(result)            # falling, but to 2e-3 of the residual
+    edited = copy.deepcopy(result)  # falling, but to 2e-3 of the residual
     point = _sweep(edited, "tau=d_qk", 0.0)
     point.sigma_min = point.sigma_min * 2e-3 / rc.collapse(result, "tau=d_qk").ratio
     assert _spectral_status(edited) == NOT_REPRODUCED
     assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
-    edited = copy.deepcopy(result)            # below 1e-3 only at the largest d_QK
+    edited = copy.deepcopy(result)  # below 1e-3 only at the largest d_QK
     point = _sweep(edited, "tau=d_qk", 0.0)
     point.sigma_min[:, :-1] *= 10
-    second = point.sigma_min[:, -2].mean() / _sweep(edited, "tau=d_qk", 1.0).sigma_min[
-        :, -2].mean()
+    second = (
+        point.sigma_min[:, -2].mean()
+        / _sweep(edited, "tau=d_qk", 1.0).sigma_min[:, -2].mean()
+    )
     assert second > 1e-3
     assert _spectral_status(edited) == _statuses(edited)["rank-collapse"] == DEVIATION
 
 
 def test_the_collapse_is_read_without_the_residual(result):
     edited = copy.deepcopy(result)
-    for p in edited.sweep:                    # beta = 0 and beta = 1 swap places
+    for p in edited.sweep:  # beta = 0 and beta = 1 swap places
         p.beta = {0.0: 1.0, 1.0: 0.0}.get(p.beta, p.beta)
     assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
 
 
 def test_the_scaling_decides_between_deviation_and_reproduced(result):
     edited = copy.deepcopy(result)
-    for p in edited.sweep:                    # the two scalings swap places
+    for p in edited.sweep:  # the two scalings swap places
         p.scaling = {"tau=d_qk": "tau=sqrt(d_qk)", "tau=sqrt(d_qk)": "tau=d_qk"}.get(
-            p.scaling, p.scaling)
+            p.scaling, p.scaling
+        )
     assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
-    edited = copy.deepcopy(result)            # tau = sqrt(d_QK) collapsing as well
+    edited = copy.deepcopy(result)  # tau = sqrt(d_QK) collapsing as well
     for beta in rc.BETAS:
         usual = _sweep(edited, "tau=sqrt(d_qk)", beta)
         usual.sigma_min = _sweep(edited, "tau=d_qk", beta).sigma_min.copy()
@@ -271,11 +301,11 @@ def test_the_scaling_decides_between_deviation_and_reproduced(result):
 
 
 def test_the_bound_is_required_on_every_seed_and_everywhere(result):
-    edited = copy.deepcopy(result)            # one seed's bound negative, still a bound
+    edited = copy.deepcopy(result)  # one seed's bound negative, still a bound
     _sweep(edited, "tau=d_qk", 1.0).centred_lower[0, -1] = -1.0
     assert np.median(_sweep(edited, "tau=d_qk", 1.0).centred_lower[:, -1]) > 0
     assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
-    edited = copy.deepcopy(result)            # the bound above sigma_min at one point
+    edited = copy.deepcopy(result)  # the bound above sigma_min at one point
     p = _sweep(edited, "tau=1", 0.5)
     p.centred_lower[1, 3] = p.sigma_min[1, 3] * 1.01
     assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
@@ -283,13 +313,13 @@ def test_the_bound_is_required_on_every_seed_and_everywhere(result):
 
 def test_gd_is_decided_by_the_last_loss_of_each_residual_strength(result):
     edited = copy.deepcopy(result)
-    for r in edited.training:                 # the two arms swap places
+    for r in edited.training:  # the two arms swap places
         r.beta = 1.0 - r.beta
     assert _gd_status(edited) == _statuses(edited)["rank-collapse-gd"] == NOT_REPRODUCED
-    edited = copy.deepcopy(result)            # with the residual the last step jumps
+    edited = copy.deepcopy(result)  # with the residual the last step jumps
     run0, run1 = (next(r for r in edited.training if r.beta == b) for b in (0.0, 1.0))
     run1.loss[:, -1] = run0.loss[:, -1] * 1.5
-    assert run1.loss.min(axis=1).max() < run0.loss[:, -1].min()   # the best stays low
+    assert run1.loss.min(axis=1).max() < run0.loss[:, -1].min()  # the best stays low
     assert _statuses(edited)["rank-collapse-gd"] == NOT_REPRODUCED
 
 

@@ -1,5 +1,6 @@
-"""The README's layout table names every top-level folder and every module of rcutil, and
-nothing that does not exist."""
+"""The README's layout table names every top-level folder and every module of rcutil,
+and nothing that does not exist."""
+
 import re
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def layout_paths() -> set[str]:
     """The paths in the first column of the README's layout table."""
     text = (ROOT / "README.md").read_text()
-    table = text[text.index("## Layout"):]
+    table = text[text.index("## Layout") :]
     paths = set()
     for line in table.splitlines():
         if line.startswith("| `"):
@@ -32,9 +33,15 @@ def tracked_files() -> list[str]:
 
 
 def test_every_top_level_folder_and_rcutil_module_is_in_the_layout_table():
-    files = tracked_files() + [str(p.relative_to(ROOT)) for p in (ROOT / "rcutil").glob("*.py")]
+    files = tracked_files() + [
+        str(p.relative_to(ROOT)) for p in (ROOT / "rcutil").glob("*.py")
+    ]
     folders = {f.split("/")[0] for f in files if "/" in f}
-    modules = {f for f in files if re.fullmatch(r"rcutil/[^/]+\.py", f) and not f.endswith("__init__.py")}
+    modules = {
+        f
+        for f in files
+        if re.fullmatch(r"rcutil/[^/]+\.py", f) and not f.endswith("__init__.py")
+    }
     missing = sorted((folders | modules | {"rcutil/experiments"}) - layout_paths())
     assert not missing, f"README.md's layout table lacks a row for {missing}"
 

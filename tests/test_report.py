@@ -1,4 +1,5 @@
 """The report joins the experiments' own claims; it adds and changes none."""
+
 import re
 from pathlib import Path
 
@@ -15,12 +16,21 @@ def test_registry_lists_every_experiment_module_in_book_order():
     files = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
     entries = experiments.registry()
     assert sorted(e.module.rsplit(".", 1)[-1] for e in entries) == files
-    assert {"model", "lipschitz", "singular-values", "convergence", "rank-collapse", "jena", "sst2"} <= {
-        e.name for e in entries}
+    assert {
+        "model",
+        "lipschitz",
+        "singular-values",
+        "convergence",
+        "rank-collapse",
+        "jena",
+        "sst2",
+    } <= {e.name for e in entries}
     assert [e.order for e in entries] == sorted(e.order for e in entries)
     for e in entries:
         assert e.name == e.stem.replace("_", "-") == e.chapter
-        assert not re.search(r"[$\\{}]", e.title), f"{e.name}: a title is link text, plain text only: {e.title!r}"
+        assert not re.search(r"[$\\{}]", e.title), (
+            f"{e.name}: a title is link text, plain text only: {e.title!r}"
+        )
 
 
 def test_report_statuses_are_the_chapters_own_claims(monkeypatch):
@@ -29,7 +39,15 @@ def test_report_statuses_are_the_chapters_own_claims(monkeypatch):
         module = experiments.load(e.name)
 
         def claims(result, name=e.name):
-            row = Claim(f"{name}-row", name, "paper", f"{result['n']}", DEVIATION, "why", chapter=name)
+            row = Claim(
+                f"{name}-row",
+                name,
+                "paper",
+                f"{result['n']}",
+                DEVIATION,
+                "why",
+                chapter=name,
+            )
             made[name] = row
             return [row]
 
@@ -44,12 +62,16 @@ def test_links_to_chapters_carry_plain_text():
     row = Claim("k", "c", "p", "1", DEVIATION, "r", chapter="rank-collapse")
     table = report.markdown_table([row], short=True)
     title = experiments.entry("rank-collapse").title
-    assert f"{{ref}}`{title} <rank-collapse>`" in table and not re.search(r"[$\\{}]", title)
+    assert f"{{ref}}`{title} <rank-collapse>`" in table and not re.search(
+        r"[$\\{}]", title
+    )
 
 
 def test_a_chapter_title_with_math_is_refused(tmp_path):
     (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "x.md").write_text("(x)=\n# Collapse as $d_{QK} \\to \\infty$\n")
+    (tmp_path / "book" / "x.md").write_text(
+        "(x)=\n# Collapse as $d_{QK} \\to \\infty$\n"
+    )
     with pytest.raises(TypeError, match="plain text"):
         experiments.chapter_title("x", tmp_path)
 
@@ -57,7 +79,11 @@ def test_a_chapter_title_with_math_is_refused(tmp_path):
 def test_the_registry_takes_order_and_title_from_the_book():
     entries = experiments.registry()
     files = [Path(f).name for f in experiments.toc_files()]
-    assert [e.stem for e in entries] == [f for f in files if f in {e.stem for e in entries}]
+    assert [e.stem for e in entries] == [
+        f for f in files if f in {e.stem for e in entries}
+    ]
     for e in entries:
-        heading = re.search(r"^# (.+)$", (ROOT / "book" / f"{e.stem}.md").read_text(), re.M)[1]
+        heading = re.search(
+            r"^# (.+)$", (ROOT / "book" / f"{e.stem}.md").read_text(), re.M
+        )[1]
         assert e.title == heading

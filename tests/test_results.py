@@ -1,5 +1,6 @@
 """The results store (rcutil.results): typed results, reuse, a key made of what a result
 depends on, files that cannot lie, and a lock that says what it waits for."""
+
 import dataclasses
 import errno
 import json
@@ -24,7 +25,9 @@ def test_cached_results_are_reused_and_keyed_by_settings(tmp_path, monkeypatch):
     calls = []
     module = experiments.load("model")
     real_run = module.run
-    monkeypatch.setattr(module, "run", lambda *a, **k: calls.append(a) or real_run(*a, **k))
+    monkeypatch.setattr(
+        module, "run", lambda *a, **k: calls.append(a) or real_run(*a, **k)
+    )
     first = experiments.cached("model", "ci", progress=False)
     again = experiments.cached(module, "ci", progress=False)
     assert isinstance(first, module.Result) and first == again and len(calls) == 1
@@ -57,8 +60,12 @@ class Sweep(results.Result):
 
 
 def test_a_result_reads_back_as_its_types():
-    r = Sweep({"profile": "ci"}, [Point(0.0, [3.0, 2.0]), Point(1.0, [3.0, 1.0])],
-              {"a": 1.0}, np.arange(3.0))
+    r = Sweep(
+        {"profile": "ci"},
+        [Point(0.0, [3.0, 2.0]), Point(1.0, [3.0, 1.0])],
+        {"a": 1.0},
+        np.arange(3.0),
+    )
     back = Sweep.from_json(json.loads(json.dumps(r.to_json())))
     assert isinstance(back.points[1], Point) and back.points[1].loss == [3.0, 1.0]
     assert isinstance(back.curve, np.ndarray) and back.curve.tolist() == [0.0, 1.0, 2.0]
@@ -77,7 +84,8 @@ def test_a_result_with_a_missing_or_unknown_field_is_refused():
         Sweep.from_json({**good, "points": [{"beta": 0.0}]})
 
 
-# ----------------------------------------------------------------------- the key: code run reaches
+# ----------------------------------------------------------------------- the key: code
+# run reaches
 LIB = '''
 """A library."""
 
@@ -120,8 +128,12 @@ def draw(result):
 
 @pytest.fixture
 def fake_sources(tmp_path, monkeypatch):
-    """Two modules ``rcutil.fake_exp`` and ``rcutil.fake_lib`` written to ``tmp_path``."""
-    files = {"rcutil.fake_exp": tmp_path / "fake_exp.py", "rcutil.fake_lib": tmp_path / "fake_lib.py"}
+    """Two modules ``rcutil.fake_exp`` and ``rcutil.fake_lib`` written to
+    ``tmp_path``."""
+    files = {
+        "rcutil.fake_exp": tmp_path / "fake_exp.py",
+        "rcutil.fake_lib": tmp_path / "fake_lib.py",
+    }
     real = results._module_file.__wrapped__
 
     def module_file(name):
@@ -141,8 +153,13 @@ def fake_sources(tmp_path, monkeypatch):
 def test_the_key_covers_what_run_reaches_through_imports(fake_sources):
     base = fake_sources()
     code = results.science_code("rcutil.fake_exp")
-    assert {"rcutil.fake_exp:run", "rcutil.fake_exp:plot_scale", "rcutil.fake_exp:SCALE",
-            "rcutil.fake_lib:step", "rcutil.fake_lib:helper"} <= set(code)
+    assert {
+        "rcutil.fake_exp:run",
+        "rcutil.fake_exp:plot_scale",
+        "rcutil.fake_exp:SCALE",
+        "rcutil.fake_lib:step",
+        "rcutil.fake_lib:helper",
+    } <= set(code)
     # a computation run uses changes the key, whatever the function is called
     assert fake_sources(lib=LIB.replace("2 * x", "3 * x")) != base
     assert fake_sources(exp=EXP.replace("SCALE = 2", "SCALE = 4")) != base
@@ -152,11 +169,13 @@ def test_the_key_covers_what_run_reaches_through_imports(fake_sources):
 def test_code_run_never_reaches_leaves_the_key(fake_sources):
     base = fake_sources()
     assert "rcutil.fake_exp:claims" not in results.science_code("rcutil.fake_exp")
-    for exp, lib in ((EXP.replace('"a figure"', '"another figure"'), LIB),
-                     (EXP.replace("return []", "return [1]"), LIB),
-                     (EXP, LIB.replace("return 3", "return 4")),
-                     (EXP, LIB.replace('"""Docstring."""', '"""Another docstring."""')),
-                     (EXP.replace("def run(", "# a comment\ndef run("), LIB)):
+    for exp, lib in (
+        (EXP.replace('"a figure"', '"another figure"'), LIB),
+        (EXP.replace("return []", "return [1]"), LIB),
+        (EXP, LIB.replace("return 3", "return 4")),
+        (EXP, LIB.replace('"""Docstring."""', '"""Another docstring."""')),
+        (EXP.replace("def run(", "# a comment\ndef run("), LIB),
+    ):
         assert fake_sources(exp, lib) == base
 
 
@@ -164,11 +183,14 @@ def test_the_key_of_a_real_experiment_leaves_out_its_claims_and_other_experiment
     code = results.science_code(experiments.load("jena"))
     assert "rcutil.experiments.jena:run" in code and "rcutil.model:block" in code
     assert "rcutil.experiments.jena:claims" not in code
-    assert not any(k.startswith(("rcutil.gpt2", "rcutil.experiments.sst2", "rcutil.data:"))
-                   for k in code)
+    assert not any(
+        k.startswith(("rcutil.gpt2", "rcutil.experiments.sst2", "rcutil.data:"))
+        for k in code
+    )
 
 
-# ----------------------------------------------------------------------- a fake experiment
+# ----------------------------------------------------------------------- a fake
+# experiment
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """An experiment module that reads one data file and counts its runs."""
@@ -178,7 +200,9 @@ def fake(tmp_path, monkeypatch):
     data.register(data.Asset("fake/numbers.txt", None))
     (tmp_path / "data" / "fake").mkdir(parents=True)
     (tmp_path / "data" / "fake" / "numbers.txt").write_text("1 2 3\n")
-    module = types.ModuleType("rcutil.experiments.model")   # a real module's source, for the key
+    module = types.ModuleType(
+        "rcutil.experiments.model"
+    )  # a real module's source, for the key
     module.SETTINGS = {p: {"scale": 2} for p in ("ci", "book", "paper")}
     module.calls = 0
 
@@ -212,15 +236,28 @@ def _edit(path: Path, change) -> None:
     path.write_text(json.dumps(payload))
 
 
-@pytest.mark.parametrize("damage", [
-    lambda p: p.write_text('{"result": {"total": 1'),                       # cut short
-    lambda p: p.write_text(""),                                              # emptied
-    lambda p: p.write_text("{}"),                                            # replaced
-    lambda p: _edit(p, lambda d: d["result"].update(total=42)),              # a number edited
-    lambda p: _edit(p, lambda d: d["result"].pop("total")),                  # a key removed
-    lambda p: _edit(p, lambda d: d.pop("sha256")),                           # the seal removed
-], ids=["truncated", "emptied", "replaced by {}", "number edited", "key removed", "no sha256"])
-def test_a_damaged_or_edited_stored_result_is_named_recomputed_and_replaced(fake, damage):
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p.write_text('{"result": {"total": 1'),  # cut short
+        lambda p: p.write_text(""),  # emptied
+        lambda p: p.write_text("{}"),  # replaced
+        lambda p: _edit(p, lambda d: d["result"].update(total=42)),  # a number edited
+        lambda p: _edit(p, lambda d: d["result"].pop("total")),  # a key removed
+        lambda p: _edit(p, lambda d: d.pop("sha256")),  # the seal removed
+    ],
+    ids=[
+        "truncated",
+        "emptied",
+        "replaced by {}",
+        "number edited",
+        "key removed",
+        "no sha256",
+    ],
+)
+def test_a_damaged_or_edited_stored_result_is_named_recomputed_and_replaced(
+    fake, damage
+):
     module, tmp_path = fake
     results.cached(module, "ci")
     (path,) = (tmp_path / "results").glob("model-ci-*.json")
@@ -240,7 +277,9 @@ def test_a_folder_where_a_stored_result_belongs_is_named(fake):
 
 
 @pytest.mark.parametrize("make", ["file", "read-only folder"])
-def test_a_results_dir_that_cannot_hold_results_names_the_variable(fake, monkeypatch, make):
+def test_a_results_dir_that_cannot_hold_results_names_the_variable(
+    fake, monkeypatch, make
+):
     module, tmp_path = fake
     target = tmp_path / "target"
     if make == "file":
@@ -270,12 +309,16 @@ def test_a_full_disk_names_the_file_and_leaves_nothing(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(json, "dump", full)
-    with pytest.raises(results.ResultWriteError, match=r"x\.json.*No space left.*free some space"):
+    with pytest.raises(
+        results.ResultWriteError, match=r"x\.json.*No space left.*free some space"
+    ):
         results.write_json({"a": 1}, tmp_path / "x.json")
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_lock_wait_says_what_it_waits_for_and_ends_at_its_limit(tmp_path, monkeypatch, capsys):
+def test_a_lock_wait_says_what_it_waits_for_and_ends_at_its_limit(
+    tmp_path, monkeypatch, capsys
+):
     import fcntl
 
     path = tmp_path / "r.json"
@@ -302,7 +345,9 @@ def test_a_lock_is_free_once_its_holder_is_gone(tmp_path):
     path = tmp_path / "r.json"
     holder = open(path.with_name("r.json.lock"), "a")
     fcntl.flock(holder, fcntl.LOCK_EX)
-    threading.Timer(0.3, holder.close).start()      # the holder ends: the system frees its lock
+    threading.Timer(
+        0.3, holder.close
+    ).start()  # the holder ends: the system frees its lock
     start = time.monotonic()
     with results.locked(path):
         assert time.monotonic() - start < 5

@@ -1,5 +1,6 @@
 """The beta sweep of the singular-value chapter (rcutil.experiments.singular_values):
 Weyl's bound holds on every draw, and the claim follows from the stored sweep."""
+
 import copy
 
 import numpy as np
@@ -13,7 +14,7 @@ from rcutil.profiles import settings_for
 @pytest.fixture(scope="module")
 def result():
     run = sv.run(settings_for(sv.SETTINGS, "ci"), progress=False)
-    return sv.Result.from_json(run.to_json())   # as the store gives it back
+    return sv.Result.from_json(run.to_json())  # as the store gives it back
 
 
 def test_the_sweep_is_deterministic_and_weyl_holds(result):
@@ -75,17 +76,28 @@ def _one_draw_falls(row, edited):
     return row
 
 
-@pytest.mark.parametrize("scaling, field, beta, change, flips", [
-    ("tau=d_qk", "sigma_min", 0.0, _one_draw_gains_50, True),
-    ("tau=d_qk", "sigma_min", 1.0, _one_draw_falls, True),
-    ("tau=d_qk", "kappa", 1.0, lambda row, e: row * 400, True),
-    ("tau=sqrt(d_qk)", "sigma_min", 0.0, _one_draw_gains_50, False),
-    ("tau=d_qk", "sigma_min", 0.5, _one_draw_falls, False),
-    ("tau=d_qk", "weyl_lower", 1.0, lambda row, e: row * 0, False),
-], ids=["one-draw-at-beta-0", "one-draw-at-beta-1", "kappa-at-beta-1",
-        "other-regime", "other-beta", "other-field"])
-def test_the_claim_flips_with_its_evidence_and_only_with_it(result, scaling, field,
-                                                           beta, change, flips):
+@pytest.mark.parametrize(
+    "scaling, field, beta, change, flips",
+    [
+        ("tau=d_qk", "sigma_min", 0.0, _one_draw_gains_50, True),
+        ("tau=d_qk", "sigma_min", 1.0, _one_draw_falls, True),
+        ("tau=d_qk", "kappa", 1.0, lambda row, e: row * 400, True),
+        ("tau=sqrt(d_qk)", "sigma_min", 0.0, _one_draw_gains_50, False),
+        ("tau=d_qk", "sigma_min", 0.5, _one_draw_falls, False),
+        ("tau=d_qk", "weyl_lower", 1.0, lambda row, e: row * 0, False),
+    ],
+    ids=[
+        "one-draw-at-beta-0",
+        "one-draw-at-beta-1",
+        "kappa-at-beta-1",
+        "other-regime",
+        "other-beta",
+        "other-field",
+    ],
+)
+def test_the_claim_flips_with_its_evidence_and_only_with_it(
+    result, scaling, field, beta, change, flips
+):
     edited = _edited(result, scaling, field, beta, change)
     expected = claims.NOT_REPRODUCED if flips else claims.DEVIATION
     assert _status(edited) == expected

@@ -1,6 +1,7 @@
 """rcutil.spectra: the samplers' exact draws, every function against its formula on
 small instances, the bounds of the singular-value chapter on random instances (property
 tests), and the arguments it refuses."""
+
 import math
 
 import pytest
@@ -11,13 +12,14 @@ from hypothesis import strategies as st
 from rcutil import spectra
 from rcutil.model import attention, attention_scores
 
-RTOL = 1e-10          # float64 round-off of the SVD
-EXAMPLES = 300        # instances per property
+RTOL = 1e-10  # float64 round-off of the SVD
+EXAMPLES = 300  # instances per property
 
 
 def lin(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed),
-                       dtype=torch.float64)
+    return torch.randn(
+        *shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
 
 
 def svd(M):
@@ -33,30 +35,34 @@ def test_temperatures_of_the_score_scalings():
     assert spectra.temperature("tau=d_qk", 16) == 16.0
     assert spectra.temperature("tau=sqrt(d_qk)", 16) == 4.0
     assert spectra.temperature("tau=1", 16) == 1.0
-    assert spectra.temperature("tau=1", 1) == 1.0                  # d_qk = 1 is allowed
+    assert spectra.temperature("tau=1", 1) == 1.0  # d_qk = 1 is allowed
 
 
 def test_samplers_are_exact_seeded_draws():
     X = spectra.random_inputs(2, 3, 4, 5, seed=7)
     gen = torch.Generator().manual_seed(7)
     exact(X, torch.randn(2, 3, 4, 5, generator=gen, dtype=torch.float64))
-    assert spectra.random_inputs(1, 1, 1, 1, seed=0, dtype=torch.float32).dtype \
+    assert (
+        spectra.random_inputs(1, 1, 1, 1, seed=0, dtype=torch.float32).dtype
         == torch.float32
+    )
     W_Q, W_K, W_V = spectra.random_attention_weights(2, 4, 3, seed=9)
     gen = torch.Generator().manual_seed(9)
     exact(W_Q, torch.randn(2, 1, 4, 3, generator=gen, dtype=torch.float64) * 0.5)
     exact(W_K, torch.randn(2, 1, 4, 3, generator=gen, dtype=torch.float64) * 0.5)
     exact(W_V, torch.randn(2, 1, 4, 4, generator=gen, dtype=torch.float64) / 2)
     W_Q2, _, W_V2 = spectra.random_attention_weights(
-        2, 4, 3, seed=9, std=0.1, value="identity", dtype=torch.float32)
+        2, 4, 3, seed=9, std=0.1, value="identity", dtype=torch.float32
+    )
     gen = torch.Generator().manual_seed(9)
     want = torch.randn(2, 1, 4, 3, generator=gen, dtype=torch.float64) * 0.1
     torch.testing.assert_close(W_Q2, want.float())
     assert W_V2.dtype == torch.float32
     assert torch.equal(W_V2, torch.eye(4).expand(2, 1, 4, 4))
-    assert all(W.dtype == torch.float32
-               for W in spectra.random_attention_weights(1, 4, 3, seed=9,
-                                                         dtype=torch.float32))
+    assert all(
+        W.dtype == torch.float32
+        for W in spectra.random_attention_weights(1, 4, 3, seed=9, dtype=torch.float32)
+    )
     W_Q0 = spectra.random_attention_weights(1, 4, 3, seed=9, std=0.0)[0]
     assert W_Q0.abs().sum() == 0
 
@@ -64,8 +70,13 @@ def test_samplers_are_exact_seeded_draws():
 def _pairs(seed, widths, scale):
     """The (Q, K) column blocks that nested_score_products draws, in its order."""
     gen = torch.Generator().manual_seed(seed)
-    return [tuple(torch.randn(3, w, generator=gen, dtype=torch.float64) * scale
-                  for _ in range(2)) for w in widths]
+    return [
+        tuple(
+            torch.randn(3, w, generator=gen, dtype=torch.float64) * scale
+            for _ in range(2)
+        )
+        for w in widths
+    ]
 
 
 def test_nested_score_products_are_sums_of_column_blocks():
@@ -95,13 +106,17 @@ def test_nested_score_products_are_deterministic_and_nested():
 def test_scores_through_the_product_equal_the_model_scores():
     X = spectra.random_inputs(2, 3, 5, 4, seed=3)
     W_Q, W_K, W_V = spectra.random_attention_weights(2, 4, 7, seed=4)
-    torch.testing.assert_close(spectra.attention_from_product(X, W_Q, W_K, W_V, 2.0),
-                               attention(X, W_Q, W_K, W_V, 2.0))
+    torch.testing.assert_close(
+        spectra.attention_from_product(X, W_Q, W_K, W_V, 2.0),
+        attention(X, W_Q, W_K, W_V, 2.0),
+    )
     assert attention_scores(X, W_Q, W_K, 2.0).shape == (2, 3, 5, 5)
     X = lin(2, 3, 4, seed=1)
     W_Q, W_K, W_V = lin(4, 2, seed=2), lin(4, 2, seed=3), lin(4, 4, seed=4)
-    torch.testing.assert_close(spectra.attention_from_product(X, W_Q, W_K, W_V, 1.7),
-                               attention(X, W_Q, W_K, W_V, 1.7))
+    torch.testing.assert_close(
+        spectra.attention_from_product(X, W_Q, W_K, W_V, 1.7),
+        attention(X, W_Q, W_K, W_V, 1.7),
+    )
 
 
 def test_stack_puts_the_samples_of_an_instance_one_under_another():
@@ -111,29 +126,36 @@ def test_stack_puts_the_samples_of_an_instance_one_under_another():
 
 
 def test_spectrum_by_value():
-    M = lin(2, 3, 4, 2, seed=6)             # 2 instances of N = 3 samples, n = 4, k = 2
+    M = lin(2, 3, 4, 2, seed=6)  # 2 instances of N = 3 samples, n = 4, k = 2
     out = spectra.spectrum(M, per_sample=True)
 
     def entropy_rank(s):
         p = s / s.sum()
         return math.exp(-(p * p.log()).sum().item())
+
     for i in range(2):
         s = svd(M[i])
         assert math.isclose(out["sigma_min"][i].item(), s[-1].item(), rel_tol=1e-12)
         assert math.isclose(out["sigma_max"][i].item(), s[0].item(), rel_tol=1e-12)
-        assert math.isclose(out["kappa"][i].item(), (s[0] / s[-1]).item(),
-                            rel_tol=1e-12)
-        assert math.isclose(out["effective_rank"][i].item(), entropy_rank(s),
-                            rel_tol=1e-12)
+        assert math.isclose(
+            out["kappa"][i].item(), (s[0] / s[-1]).item(), rel_tol=1e-12
+        )
+        assert math.isclose(
+            out["effective_rank"][i].item(), entropy_rank(s), rel_tol=1e-12
+        )
         per = [entropy_rank(torch.linalg.svdvals(M[i, j])) for j in range(3)]
-        assert math.isclose(out["effective_rank_per_sample"][i].item(), sum(per) / 3,
-                            rel_tol=1e-12)
+        assert math.isclose(
+            out["effective_rank_per_sample"][i].item(), sum(per) / 3, rel_tol=1e-12
+        )
     assert "effective_rank_per_sample" not in spectra.spectrum(M)
     assert out["sigma_min"].shape == (2,)
-    one = spectra.spectrum(M[0], per_sample=True)         # a single instance, (N, n, k)
+    one = spectra.spectrum(M[0], per_sample=True)  # a single instance, (N, n, k)
     assert one["sigma_min"].shape == () and one["effective_rank_per_sample"].shape == ()
-    assert math.isclose(one["effective_rank_per_sample"].item(),
-                        out["effective_rank_per_sample"][0].item(), rel_tol=1e-12)
+    assert math.isclose(
+        one["effective_rank_per_sample"].item(),
+        out["effective_rank_per_sample"][0].item(),
+        rel_tol=1e-12,
+    )
 
 
 def test_residual_spectra_by_value():
@@ -151,24 +173,31 @@ def test_weyl_bounds_by_value():
     a, x = svd(A), svd(X)
     for beta in (0.3, 2.0):
         w = spectra.weyl_bounds(A, X, beta)
-        want = {"min_lower": max(beta * x[-1] - a[0], a[-1] - beta * x[0], 0.0),
-                "min_upper": min(beta * x[-1] + a[0], a[-1] + beta * x[0]),
-                "max_lower": abs(beta * x[0] - a[0]), "max_upper": a[0] + beta * x[0]}
+        want = {
+            "min_lower": max(beta * x[-1] - a[0], a[-1] - beta * x[0], 0.0),
+            "min_upper": min(beta * x[-1] + a[0], a[-1] + beta * x[0]),
+            "max_lower": abs(beta * x[0] - a[0]),
+            "max_upper": a[0] + beta * x[0],
+        }
         for k, v in want.items():
             assert math.isclose(w[k].item(), float(v), rel_tol=1e-12, abs_tol=1e-15), k
     # a lower bound that is positive: A small beside beta X
     w = spectra.weyl_bounds(0.01 * A, X, 2.0)
-    assert math.isclose(w["min_lower"].item(), (2.0 * x[-1] - 0.01 * a[0]).item(),
-                        rel_tol=1e-12)
+    assert math.isclose(
+        w["min_lower"].item(), (2.0 * x[-1] - 0.01 * a[0]).item(), rel_tol=1e-12
+    )
     assert w["min_lower"].item() > 0
     w = spectra.weyl_bounds(A, 0.01 * X, 1.0)  # sigma_min(A) - beta ||X|| is the larger
-    assert math.isclose(w["min_lower"].item(), (a[-1] - 0.01 * x[0]).item(),
-                        rel_tol=1e-12)
-    both = spectra.weyl_bounds(A.expand(2, 3, 4, 5), X.expand(2, 3, 4, 5),
-                               torch.tensor([0.3, 2.0]))
+    assert math.isclose(
+        w["min_lower"].item(), (a[-1] - 0.01 * x[0]).item(), rel_tol=1e-12
+    )
+    both = spectra.weyl_bounds(
+        A.expand(2, 3, 4, 5), X.expand(2, 3, 4, 5), torch.tensor([0.3, 2.0])
+    )
     assert both["max_upper"].shape == (2,)
-    assert math.isclose(spectra.weyl_bounds(A, X, 0.0)["max_upper"].item(), a[0].item(),
-                        rel_tol=1e-12)
+    assert math.isclose(
+        spectra.weyl_bounds(A, X, 0.0)["max_upper"].item(), a[0].item(), rel_tol=1e-12
+    )
 
 
 @st.composite
@@ -184,7 +213,8 @@ def instances(draw, *, tall=True, d_gt_N=False, identity_value=False):
     log_scale = draw(st.floats(-3.0, 1.5))
     X = spectra.random_inputs(1, N, n, d, seed=seed)
     W_Q, W_K, W_V = spectra.random_attention_weights(
-        1, d, d_qk, seed=seed + 1, value="identity" if identity_value else "gaussian")
+        1, d, d_qk, seed=seed + 1, value="identity" if identity_value else "gaussian"
+    )
     return X, W_Q * 10.0**log_scale, W_K, W_V, math.sqrt(d_qk)
 
 
@@ -208,8 +238,11 @@ def test_attention_norm_bound(inst):
     X, W_Q, W_K, W_V, tau = inst
     A = attention(X, W_Q, W_K, W_V, tau)
     n = X.shape[-2]
-    bound = (math.sqrt(n) * spectra.spectrum(X)["sigma_max"]
-             * torch.linalg.matrix_norm(W_V, ord=2).reshape(1))
+    bound = (
+        math.sqrt(n)
+        * spectra.spectrum(X)["sigma_max"]
+        * torch.linalg.matrix_norm(W_V, ord=2).reshape(1)
+    )
     assert (spectra.spectrum(A)["sigma_max"] <= bound * (1 + RTOL)).all()
 
 
@@ -254,8 +287,9 @@ def test_uniform_attention_identity(inst, beta):
     torch.testing.assert_close(A + beta * X, M @ X, rtol=0, atol=1e-12)
     M1 = torch.eye(n, dtype=torch.float64) + 1.0 / n
     eig = torch.linalg.eigvalsh(M1)
-    torch.testing.assert_close(eig, torch.tensor([1.0] * (n - 1) + [2.0],
-                                                 dtype=torch.float64))
+    torch.testing.assert_close(
+        eig, torch.tensor([1.0] * (n - 1) + [2.0], dtype=torch.float64)
+    )
     s_X = torch.linalg.svdvals(spectra.stack(X))
     s_Z = torch.linalg.svdvals(spectra.stack(M1 @ X))
     assert (s_X <= s_Z * (1 + RTOL) + 1e-13).all()
@@ -263,17 +297,19 @@ def test_uniform_attention_identity(inst, beta):
 
 
 def test_deviation_collapse_and_identity_bounds_by_value():
-    X = lin(2, 3, 4, seed=9)                          # N = 2 samples, n = 3, d = 4 > N
+    X = lin(2, 3, 4, seed=9)  # N = 2 samples, n = 3, d = 4 > N
     W_Q, W_K, W_V = lin(4, 2, seed=10), lin(4, 2, seed=11), lin(4, 4, seed=12)
     tau = 1.3
     S = (X @ W_Q) @ (X @ W_K).transpose(-1, -2) / tau
     P = torch.softmax(S, -1)
     dev = max(torch.linalg.matrix_norm(P[p] - 1 / 3, ord=2).item() for p in range(2))
-    assert math.isclose(spectra.uniform_deviation(X, W_Q, W_K, tau).item(), dev,
-                        rel_tol=1e-12)
+    assert math.isclose(
+        spectra.uniform_deviation(X, W_Q, W_K, tau).item(), dev, rel_tol=1e-12
+    )
     half = max(0.5 * torch.linalg.matrix_norm(S[p]).item() for p in range(2))
-    assert math.isclose(spectra.score_deviation_bound(X, W_Q, W_K, tau).item(), half,
-                        rel_tol=1e-12)
+    assert math.isclose(
+        spectra.score_deviation_bound(X, W_Q, W_K, tau).item(), half, rel_tol=1e-12
+    )
     want = dev * svd(X)[0].item() * torch.linalg.matrix_norm(W_V, ord=2).item()
     got = spectra.collapse_upper_bound(X, W_Q, W_K, W_V, tau).item()
     assert math.isclose(got, want, rel_tol=1e-12)
@@ -295,36 +331,61 @@ def test_deviation_collapse_and_identity_bounds_by_value():
 X_ONE = lin(1, 3, 4, 2)
 
 
-@pytest.mark.parametrize("call, words", [
-    (lambda: spectra.temperature("tau=2", 4), r"'tau=2'.*tau=sqrt\(d_qk\)"),
-    (lambda: spectra.temperature("tau=1", 0), "d_qk.*0"),
-    (lambda: spectra.temperature("tau=1", True), "d_qk.*True"),
-    (lambda: spectra.temperature("tau=1", 2.0), "d_qk.*2.0"),
-    (lambda: spectra.random_inputs(0, 1, 2, 2, seed=0), "instances.*0"),
-    (lambda: spectra.random_inputs(1, 0, 2, 2, seed=0), "N.*0"),
-    (lambda: spectra.random_inputs(1, 1, 0, 2, seed=0), "n.*0"),
-    (lambda: spectra.random_inputs(1, 1, 2, 0, seed=0), "d.*0"),
-    (lambda: spectra.random_attention_weights(0, 2, 2, seed=0), "instances.*0"),
-    (lambda: spectra.random_attention_weights(1, 0, 2, seed=0), "d.*0"),
-    (lambda: spectra.random_attention_weights(1, 2, 0, seed=0), "d_qk.*0"),
-    (lambda: spectra.random_attention_weights(1, 2, 2, seed=0, std=-1.0), "std.*-1.0"),
-    (lambda: spectra.random_attention_weights(1, 2, 2, seed=0, std=math.inf),
-     "std.*inf"),
-    (lambda: spectra.random_attention_weights(1, 2, 2, seed=0, value="ones"),
-     "value.*'identity'.*'ones'"),
-    (lambda: spectra.nested_score_products(3, [3, 3], seed=0), "strictly increasing"),
-    (lambda: spectra.nested_score_products(3, [4, 2], seed=0), "strictly increasing"),
-    (lambda: spectra.nested_score_products(3, [], seed=0), r"non-empty, got \[\]"),
-    (lambda: spectra.nested_score_products(3, [0, 2], seed=0), "d_qk.*0"),
-    (lambda: spectra.nested_score_products(0, [1], seed=0), "d .*0"),
-    (lambda: spectra.residual_spectra(X_ONE[0], X_ONE[0], []), "betas.*at least one"),
-    (lambda: spectra.weyl_bounds(X_ONE, X_ONE, -1.0), r"beta.*non-negative.*-1.0"),
-    (lambda: spectra.weyl_bounds(X_ONE, X_ONE, torch.tensor([0.5, -1.0])),
-     r"\[0.5, -1.0\]"),
-    (lambda: spectra.weyl_bounds(X_ONE, X_ONE, math.nan), "beta.*nan"),
-    (lambda: spectra.collapse_upper_bound(lin(2, 3, 2), lin(2, 1), lin(2, 1), lin(2, 2),
-                                          1.0), "d > N.*d = 2, N = 2"),
-])
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: spectra.temperature("tau=2", 4), r"'tau=2'.*tau=sqrt\(d_qk\)"),
+        (lambda: spectra.temperature("tau=1", 0), "d_qk.*0"),
+        (lambda: spectra.temperature("tau=1", True), "d_qk.*True"),
+        (lambda: spectra.temperature("tau=1", 2.0), "d_qk.*2.0"),
+        (lambda: spectra.random_inputs(0, 1, 2, 2, seed=0), "instances.*0"),
+        (lambda: spectra.random_inputs(1, 0, 2, 2, seed=0), "N.*0"),
+        (lambda: spectra.random_inputs(1, 1, 0, 2, seed=0), "n.*0"),
+        (lambda: spectra.random_inputs(1, 1, 2, 0, seed=0), "d.*0"),
+        (lambda: spectra.random_attention_weights(0, 2, 2, seed=0), "instances.*0"),
+        (lambda: spectra.random_attention_weights(1, 0, 2, seed=0), "d.*0"),
+        (lambda: spectra.random_attention_weights(1, 2, 0, seed=0), "d_qk.*0"),
+        (
+            lambda: spectra.random_attention_weights(1, 2, 2, seed=0, std=-1.0),
+            "std.*-1.0",
+        ),
+        (
+            lambda: spectra.random_attention_weights(1, 2, 2, seed=0, std=math.inf),
+            "std.*inf",
+        ),
+        (
+            lambda: spectra.random_attention_weights(1, 2, 2, seed=0, value="ones"),
+            "value.*'identity'.*'ones'",
+        ),
+        (
+            lambda: spectra.nested_score_products(3, [3, 3], seed=0),
+            "strictly increasing",
+        ),
+        (
+            lambda: spectra.nested_score_products(3, [4, 2], seed=0),
+            "strictly increasing",
+        ),
+        (lambda: spectra.nested_score_products(3, [], seed=0), r"non-empty, got \[\]"),
+        (lambda: spectra.nested_score_products(3, [0, 2], seed=0), "d_qk.*0"),
+        (lambda: spectra.nested_score_products(0, [1], seed=0), "d .*0"),
+        (
+            lambda: spectra.residual_spectra(X_ONE[0], X_ONE[0], []),
+            "betas.*at least one",
+        ),
+        (lambda: spectra.weyl_bounds(X_ONE, X_ONE, -1.0), r"beta.*non-negative.*-1.0"),
+        (
+            lambda: spectra.weyl_bounds(X_ONE, X_ONE, torch.tensor([0.5, -1.0])),
+            r"\[0.5, -1.0\]",
+        ),
+        (lambda: spectra.weyl_bounds(X_ONE, X_ONE, math.nan), "beta.*nan"),
+        (
+            lambda: spectra.collapse_upper_bound(
+                lin(2, 3, 2), lin(2, 1), lin(2, 1), lin(2, 2), 1.0
+            ),
+            "d > N.*d = 2, N = 2",
+        ),
+    ],
+)
 def test_bad_arguments_are_named(call, words):
     with pytest.raises(ValueError, match=words):
         call()

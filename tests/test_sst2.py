@@ -1,5 +1,6 @@
 """rcutil.experiments.sst2: the rate selection, the training loop's host waits, the
 settings, and the three claims recomputed from results and flipped by their evidence."""
+
 import itertools
 import math
 import statistics
@@ -19,9 +20,12 @@ from rcutil.profiles import settings_for
 
 def tiny_data():
     tokens, lengths, labels, vocab, compact = synthetic_data(n=64, T=8)
-    return {"train": (compact, lengths, labels),
-            "train_eval": (compact[:16], lengths[:16], labels[:16]),
-            "dev": (compact[:8], lengths[:8], labels[:8]), "vocabulary": vocab}
+    return {
+        "train": (compact, lengths, labels),
+        "train_eval": (compact[:16], lengths[:16], labels[:16]),
+        "dev": (compact[:8], lengths[:8], labels[:8]),
+        "vocabulary": vocab,
+    }
 
 
 # ----------------------------------------------------------------- choosing the rate
@@ -39,21 +43,27 @@ def test_selection_runs_every_rate_at_full_length_from_the_selection_seed(monkey
 
     monkeypatch.setattr(sst2, "train_one", fake_train_one)
     grid = [1e-4, 3e-4, 1e-3, 1e-2]
-    settings = dict(SETTINGS, steps=300, seeds=[3, 4], selection_seed=9,
-                    lr_grid={"scratch": {"w": grid, "wo": [1e-3]}})
+    settings = dict(
+        SETTINGS,
+        steps=300,
+        seeds=[3, 4],
+        selection_seed=9,
+        lr_grid={"scratch": {"w": grid, "wo": [1e-3]}},
+    )
     chosen = sst2.select_rate(settings, {}, "scratch", 2, True)
     assert chosen.lr == 3e-4 and chosen.train_loss == [0.5, 0.3, 0.4, math.inf]
     assert chosen.train_error[:3] == [0.25, 0.15, 0.2]
     assert math.isnan(chosen.train_error[3])
-    assert seen == [(300, 9, lr, False) for lr in grid]   # full length, unreported seed
+    assert seen == [(300, 9, lr, False) for lr in grid]  # full length, unreported seed
     seen.clear()
-    assert sst2.select_rate(settings, {}, "scratch", 2, False).lr == 1e-3   # wo grid
+    assert sst2.select_rate(settings, {}, "scratch", 2, False).lr == 1e-3  # wo grid
     assert seen == [(300, 9, 1e-3, False)]
 
 
 def test_selection_on_a_real_model_prefers_a_rate_that_trains():
-    settings = dict(SETTINGS, steps=8,
-                    lr_grid={"scratch": {"w": [1e-7, 3e-3], "wo": [1e-3]}})
+    settings = dict(
+        SETTINGS, steps=8, lr_grid={"scratch": {"w": [1e-7, 3e-3], "wo": [1e-3]}}
+    )
     chosen = sst2.select_rate(settings, tiny_data(), "scratch", 2, True)
     assert chosen.lr == 3e-3 and chosen.train_loss[1] < chosen.train_loss[0]
 
@@ -76,32 +86,62 @@ def test_training_steps_do_not_wait_for_the_device(steps, monkeypatch):
     """Between two evaluations the loop reads no tensor value: the host never waits for
     the device. The number of reads is the same for 3 steps as for 7 (an epoch is 8
     batches)."""
-    monkeypatch.setattr(sst2_train, "evaluate", lambda *a, **k: {
-        "loss": 0.5, "error": 0.5, "stable_rank": 1.0, "effective_rank": 1.0})
+    monkeypatch.setattr(
+        sst2_train,
+        "evaluate",
+        lambda *a, **k: {
+            "loss": 0.5,
+            "error": 0.5,
+            "stable_rank": 1.0,
+            "effective_rank": 1.0,
+        },
+    )
     data = tiny_data()
     counts = {}
     for n in (steps, 2):
         with ScalarReads() as reads:
-            sst2.train_one(dict(SETTINGS, steps=n, eval_every=100), data, "scratch", 2,
-                           True, 0, 1e-3)
+            sst2.train_one(
+                dict(SETTINGS, steps=n, eval_every=100),
+                data,
+                "scratch",
+                2,
+                True,
+                0,
+                1e-3,
+            )
         counts[n] = reads.count
     assert counts[steps] == counts[2], counts
 
 
 def test_a_diverging_run_names_the_steps_and_the_fix(monkeypatch):
     losses = iter([0.7, 0.6, 0.5, 0.4, float("nan"), 0.3])
-    monkeypatch.setattr(sst2_train, "train_step",
-                        lambda *a, **k: torch.tensor(next(losses)))
+    monkeypatch.setattr(
+        sst2_train, "train_step", lambda *a, **k: torch.tensor(next(losses))
+    )
     with pytest.raises(FloatingPointError, match=r"steps 3 and 6.*lower lr_grid"):
-        sst2.train_one(dict(SETTINGS, steps=6, eval_every=3), tiny_data(), "scratch", 2,
-                       True, 0, 1e-3)
+        sst2.train_one(
+            dict(SETTINGS, steps=6, eval_every=3),
+            tiny_data(),
+            "scratch",
+            2,
+            True,
+            0,
+            1e-3,
+        )
 
 
 def test_the_control_leaves_the_output_projections_unscaled():
     vocab = synthetic_data()[3]
     for scaled, factor in ((True, 1 / math.sqrt(2 * 6)), (False, 1.0)):
-        model = sst2_train.make_model(dict(SETTINGS, d_model=64, d_ff=256), "scratch",
-                                      6, False, 0, vocab, scaled_projections=scaled)
+        model = sst2_train.make_model(
+            dict(SETTINGS, d_model=64, d_ff=256),
+            "scratch",
+            6,
+            False,
+            0,
+            vocab,
+            scaled_projections=scaled,
+        )
         std = torch.cat([b.mlp.c_proj.weight.flatten() for b in model.h]).std().item()
         assert std == pytest.approx(0.02 * factor, rel=0.05)
 
@@ -118,13 +158,16 @@ def test_bf16_asked_where_it_cannot_run_warns_and_uses_float32():
         sst2_train.make_model(SETTINGS, "random", 2, True, 0, torch.tensor([1, 2]))
 
 
-@pytest.mark.parametrize("change, words", [
-    (dict(selection_seed=0), "selection_seed 0 is a reported seed"),
-    (dict(control_seeds=3), r"control_seeds must lie in \[1, 2\]"),
-    (dict(inits=["random"]), "'random' must be one of"),
-    (dict(inits=["pretrained"]), "must be one of .* non-empty lr_grid"),
-    (dict(lr_grid={"scratch": {"w": [1e-3], "wo": []}}), "non-empty lr_grid"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(selection_seed=0), "selection_seed 0 is a reported seed"),
+        (dict(control_seeds=3), r"control_seeds must lie in \[1, 2\]"),
+        (dict(inits=["random"]), "'random' must be one of"),
+        (dict(inits=["pretrained"]), "must be one of .* non-empty lr_grid"),
+        (dict(lr_grid={"scratch": {"w": [1e-3], "wo": []}}), "non-empty lr_grid"),
+    ],
+)
 def test_settings_the_run_cannot_honour_are_named(change, words):
     settings = dict(settings_for(sst2.SETTINGS, "ci"), **change)
     with pytest.raises(ValueError, match=words):
@@ -133,11 +176,13 @@ def test_settings_the_run_cannot_honour_are_named(change, words):
 
 def test_profiles_meet_the_seed_counts_and_the_paper_arms():
     rows = {p: settings_for(sst2.SETTINGS, p) for p in ("ci", "book", "paper")}
-    assert all(r["layers"] == [2, 6, 10] and r["residual"] == [True, False]
-               for r in rows.values())
+    assert all(
+        r["layers"] == [2, 6, 10] and r["residual"] == [True, False]
+        for r in rows.values()
+    )
     assert len(rows["book"]["seeds"]) >= 5 and len(rows["paper"]["seeds"]) >= 3
     assert rows["paper"]["inits"] == ["pretrained", "scratch"]
-    assert max(rows["paper"]["lr_grid"]["pretrained"]["wo"]) >= 1e-3   # room to retrain
+    assert max(rows["paper"]["lr_grid"]["pretrained"]["wo"]) >= 1e-3  # room to retrain
     for r in rows.values():
         assert r["selection_seed"] not in r["seeds"]
     assert sst2.at_paper_scale(rows["paper"]) and not sst2.at_paper_scale(rows["book"])
@@ -155,16 +200,22 @@ def test_a_missing_gpu_is_named():
 LAYERS = [2, 6, 10]
 MAJORITY = 0.44
 #: Per-seed final training errors of a result for which every claim holds.
-W = {2: [0.20, 0.21, 0.22, 0.23, 0.24], 6: [0.15, 0.16, 0.17, 0.18, 0.19],
-     10: [0.10, 0.11, 0.12, 0.13, 0.14]}
-WO = {2: [0.30, 0.31, 0.32, 0.33, 0.34], 6: [0.43, 0.431, 0.432, 0.433, 0.434],
-      10: [0.44, 0.441, 0.439, 0.44, 0.442]}
+W = {
+    2: [0.20, 0.21, 0.22, 0.23, 0.24],
+    6: [0.15, 0.16, 0.17, 0.18, 0.19],
+    10: [0.10, 0.11, 0.12, 0.13, 0.14],
+}
+WO = {
+    2: [0.30, 0.31, 0.32, 0.33, 0.34],
+    6: [0.43, 0.431, 0.432, 0.433, 0.434],
+    10: [0.44, 0.441, 0.439, 0.44, 0.442],
+}
 
 
 #: What the result holds elsewhere: earlier on the error curves and in the pretrained
 #: arm, errors that would decide every claim the other way.
-DECOY_W = {L: W[LAYERS[-1 - i]] for i, L in enumerate(LAYERS)}      # depth reversed
-DECOY_WO = {L: [0.05, 0.06, 0.07, 0.08, 0.09] for L in LAYERS}      # wo trains well
+DECOY_W = {L: W[LAYERS[-1 - i]] for i, L in enumerate(LAYERS)}  # depth reversed
+DECOY_WO = {L: [0.05, 0.06, 0.07, 0.08, 0.09] for L in LAYERS}  # wo trains well
 
 
 def stored(w=W, wo=WO, *, majority=MAJORITY, settings=None):
@@ -173,31 +224,58 @@ def stored(w=W, wo=WO, *, majority=MAJORITY, settings=None):
     pretrained arm hold :data:`DECOY_W` and :data:`DECOY_WO`, and the final training
     losses fall with the error (``0.5 - error / 2``), so that a claim that reads the
     wrong step, arm or field flips."""
-    settings = settings or dict(settings_for(sst2.SETTINGS, "book"),
-                                inits=["scratch", "pretrained"])
+    settings = settings or dict(
+        settings_for(sst2.SETTINGS, "book"), inits=["scratch", "pretrained"]
+    )
     runs = []
     for init in settings["inits"]:
         for L in LAYERS:
-            for residual, final, early in ((True, w[L], DECOY_W[L]),
-                                           (False, wo[L], DECOY_WO[L])):
-                early = np.array(early[:len(final)], dtype=float)
+            for residual, final, early in (
+                (True, w[L], DECOY_W[L]),
+                (False, wo[L], DECOY_WO[L]),
+            ):
+                early = np.array(early[: len(final)], dtype=float)
                 if init == "pretrained":
                     final = early
                 error = np.column_stack([early, early, np.array(final, dtype=float)])
-                loss = np.column_stack([0.7 + 0 * early, 0.6 + 0 * early,
-                                        0.5 - error[:, -1] / 2])
+                loss = np.column_stack(
+                    [0.7 + 0 * early, 0.6 + 0 * early, 0.5 - error[:, -1] / 2]
+                )
                 ones = np.ones_like(error)
                 stable, effective = 3 + 6 * residual, 2 + 9 * residual
-                runs.append(sst2.Run(init, L, residual, 1e-3, [0, 150, 300], error,
-                                     loss, loss, stable * ones, effective * ones,
-                                     [0.7] * len(final), [1.0] * len(final), 1000))
-    selections = [sst2.Selection(r.init, r.layers, r.residual, [1e-3], [0.5], [0.2],
-                                 1e-3) for r in runs]
-    result = sst2.Result(settings=settings, runs=runs, selections=selections,
-                         control=sst2.Control(10, 1e-3, [0.44] * 3, [0.69] * 3),
-                         majority_error=majority, n_train_rows=67_349,
-                         n_train_used=4096, n_dev_used=872, vocabulary_size=7000,
-                         precision="float32")
+                runs.append(
+                    sst2.Run(
+                        init,
+                        L,
+                        residual,
+                        1e-3,
+                        [0, 150, 300],
+                        error,
+                        loss,
+                        loss,
+                        stable * ones,
+                        effective * ones,
+                        [0.7] * len(final),
+                        [1.0] * len(final),
+                        1000,
+                    )
+                )
+    selections = [
+        sst2.Selection(r.init, r.layers, r.residual, [1e-3], [0.5], [0.2], 1e-3)
+        for r in runs
+    ]
+    result = sst2.Result(
+        settings=settings,
+        runs=runs,
+        selections=selections,
+        control=sst2.Control(10, 1e-3, [0.44] * 3, [0.69] * 3),
+        majority_error=majority,
+        n_train_rows=67_349,
+        n_train_used=4096,
+        n_dev_used=872,
+        vocabulary_size=7000,
+        precision="float32",
+    )
     return sst2.Result.from_json(result.to_json())
 
 
@@ -232,19 +310,29 @@ def expected(w=W, wo=WO, majority=MAJORITY):
     """The three statuses by the chapter's rules, written out independently."""
     mean = statistics.mean
     lower = [outcome(w[L], wo[L]) for L in LAYERS]
-    floor1 = any(mean(wo[L]) <= 0.02 or min(mean(w[L]), mean(wo[L])) >= majority - 0.05
-                 for L in LAYERS)
+    floor1 = any(
+        mean(wo[L]) <= 0.02 or min(mean(w[L]), mean(wo[L])) >= majority - 0.05
+        for L in LAYERS
+    )
     depth = [outcome(w[b], w[a]) for a, b in zip(LAYERS, LAYERS[1:])]
-    if outcome(w[LAYERS[0]], w[LAYERS[-1]]) == "holds":   # the ends go the other way
+    if outcome(w[LAYERS[0]], w[LAYERS[-1]]) == "holds":  # the ends go the other way
         depth.append("fails")
     floor2 = any(mean(w[L]) <= 0.02 for L in LAYERS[:-1])
     stall = []
     for L in LAYERS[1:]:
         m, se = mean(wo[L]), statistics.stdev(wo[L]) / math.sqrt(len(wo[L]))
-        stall.append("holds" if m - 2 * se >= majority - 0.05 else
-                     "fails" if m + 2 * se < majority - 0.05 else "unresolved")
-    return [expected_status(lower, floor=floor1), expected_status(depth, floor=floor2),
-            expected_status(stall)]
+        stall.append(
+            "holds"
+            if m - 2 * se >= majority - 0.05
+            else "fails"
+            if m + 2 * se < majority - 0.05
+            else "unresolved"
+        )
+    return [
+        expected_status(lower, floor=floor1),
+        expected_status(depth, floor=floor2),
+        expected_status(stall),
+    ]
 
 
 def statuses(result):
@@ -253,40 +341,78 @@ def statuses(result):
 
 def test_the_claims_follow_from_the_stored_numbers():
     assert statuses(stored()) == expected() == [rules.DEVIATION] * 3
-    assert [c.key for c in sst2.claims(stored())] == ["sst2-lower", "sst2-depth",
-                                                     "sst2-noresidual"]
+    assert [c.key for c in sst2.claims(stored())] == [
+        "sst2-lower",
+        "sst2-depth",
+        "sst2-noresidual",
+    ]
 
 
 def with_errors(table, L, values):
     return {**table, L: values}
 
 
-@pytest.mark.parametrize("name, w, wo, flips", [
-    # w no better than wo at L = 2: "lower at every depth" is not resolved
-    ("w ties wo at L = 2", with_errors(W, 2, [0.30, 0.31, 0.32, 0.33, 0.345]), WO,
-     [rules.INCONCLUSIVE, rules.DEVIATION, rules.DEVIATION]),
-    # w worse than wo at L = 6
-    ("w above wo at L = 6", W, with_errors(WO, 6, [0.05, 0.06, 0.07, 0.08, 0.09]),
-     [rules.NOT_REPRODUCED, rules.DEVIATION, rules.NOT_REPRODUCED]),
-    # the deepest residual model no better than L = 6: the trend is not resolved
-    ("L = 10 ties L = 6", with_errors(W, 10, [0.155, 0.16, 0.17, 0.18, 0.19]), WO,
-     [rules.DEVIATION, rules.INCONCLUSIVE, rules.DEVIATION]),
-    # depth lowers nothing: L = 10 above L = 2
-    ("L = 10 above L = 2", with_errors(W, 10, [0.25, 0.26, 0.27, 0.28, 0.29]), WO,
-     [rules.DEVIATION, rules.NOT_REPRODUCED, rules.DEVIATION]),
-    # the shallow residual model fits its sentences: a floor
-    ("L = 2 at the floor", with_errors(W, 2, [0.0, 0.01, 0.0, 0.02, 0.01]), WO,
-     [rules.DEVIATION, rules.INCONCLUSIVE, rules.DEVIATION]),
-    # wo fits its sentences at L = 2: a floor for the first claim
-    ("wo at the floor", W, with_errors(WO, 2, [0.0, 0.01, 0.0, 0.02, 0.01]),
-     [rules.INCONCLUSIVE, rules.DEVIATION, rules.DEVIATION]),
-    # the deepest model without residuals trains
-    ("L = 10 wo trains", W, with_errors(WO, 10, [0.30, 0.31, 0.32, 0.33, 0.34]),
-     [rules.DEVIATION, rules.DEVIATION, rules.NOT_REPRODUCED]),
-    # L = 6 wo trains a little, the seeds spread: not resolved
-    ("L = 6 wo unclear", W, with_errors(WO, 6, [0.44, 0.30, 0.44, 0.33, 0.44]),
-     [rules.DEVIATION, rules.DEVIATION, rules.INCONCLUSIVE]),
-])
+@pytest.mark.parametrize(
+    "name, w, wo, flips",
+    [
+        # w no better than wo at L = 2: "lower at every depth" is not resolved
+        (
+            "w ties wo at L = 2",
+            with_errors(W, 2, [0.30, 0.31, 0.32, 0.33, 0.345]),
+            WO,
+            [rules.INCONCLUSIVE, rules.DEVIATION, rules.DEVIATION],
+        ),
+        # w worse than wo at L = 6
+        (
+            "w above wo at L = 6",
+            W,
+            with_errors(WO, 6, [0.05, 0.06, 0.07, 0.08, 0.09]),
+            [rules.NOT_REPRODUCED, rules.DEVIATION, rules.NOT_REPRODUCED],
+        ),
+        # the deepest residual model no better than L = 6: the trend is not resolved
+        (
+            "L = 10 ties L = 6",
+            with_errors(W, 10, [0.155, 0.16, 0.17, 0.18, 0.19]),
+            WO,
+            [rules.DEVIATION, rules.INCONCLUSIVE, rules.DEVIATION],
+        ),
+        # depth lowers nothing: L = 10 above L = 2
+        (
+            "L = 10 above L = 2",
+            with_errors(W, 10, [0.25, 0.26, 0.27, 0.28, 0.29]),
+            WO,
+            [rules.DEVIATION, rules.NOT_REPRODUCED, rules.DEVIATION],
+        ),
+        # the shallow residual model fits its sentences: a floor
+        (
+            "L = 2 at the floor",
+            with_errors(W, 2, [0.0, 0.01, 0.0, 0.02, 0.01]),
+            WO,
+            [rules.DEVIATION, rules.INCONCLUSIVE, rules.DEVIATION],
+        ),
+        # wo fits its sentences at L = 2: a floor for the first claim
+        (
+            "wo at the floor",
+            W,
+            with_errors(WO, 2, [0.0, 0.01, 0.0, 0.02, 0.01]),
+            [rules.INCONCLUSIVE, rules.DEVIATION, rules.DEVIATION],
+        ),
+        # the deepest model without residuals trains
+        (
+            "L = 10 wo trains",
+            W,
+            with_errors(WO, 10, [0.30, 0.31, 0.32, 0.33, 0.34]),
+            [rules.DEVIATION, rules.DEVIATION, rules.NOT_REPRODUCED],
+        ),
+        # L = 6 wo trains a little, the seeds spread: not resolved
+        (
+            "L = 6 wo unclear",
+            W,
+            with_errors(WO, 6, [0.44, 0.30, 0.44, 0.33, 0.44]),
+            [rules.DEVIATION, rules.DEVIATION, rules.INCONCLUSIVE],
+        ),
+    ],
+)
 def test_editing_the_evidence_flips_the_claim(name, w, wo, flips):
     assert expected(w, wo) == flips, name
     assert statuses(stored(w, wo)) == flips, name
@@ -295,8 +421,11 @@ def test_editing_the_evidence_flips_the_claim(name, w, wo, flips):
 def test_the_decoys_would_flip_every_claim():
     """Read as final errors, the decoys of :func:`stored` decide every claim the other
     way: a claim that read them would flip, so the statuses above prove it did not."""
-    assert statuses(stored(DECOY_W, DECOY_WO)) == expected(DECOY_W, DECOY_WO) \
+    assert (
+        statuses(stored(DECOY_W, DECOY_WO))
+        == expected(DECOY_W, DECOY_WO)
         == [rules.NOT_REPRODUCED] * 3
+    )
 
 
 def test_the_majority_error_moves_the_threshold_of_the_third_claim():
@@ -318,8 +447,9 @@ def test_at_paper_scale_the_status_has_no_deviation():
 
 def test_the_rows_show_means_with_standard_errors_and_p():
     lower, depth, stall = sst2.claims(stored())
-    assert lower.book.startswith("L = 2: w 0.22 ± 0.0071 vs wo 0.32 ± 0.0071, "
-                                 "p = 0.004")
+    assert lower.book.startswith(
+        "L = 2: w 0.22 ± 0.0071 vs wo 0.32 ± 0.0071, p = 0.004"
+    )
     assert "L = 10 below L = 6: p = 0.004" in depth.book
     assert "within 0.05 of the majority-label error" in stall.claim
     assert "0.05" in stall.rule and "BARELY" not in stall.rule
@@ -331,8 +461,9 @@ def test_acceptance_fails_on_a_non_finite_number_and_on_a_wrong_rank_ratio():
     broken = stored()
     broken.runs[0].train_loss[1, 1] = float("nan")
     assert [c.what for c in sst2.checks(broken) if not c.ok] == [
-        "every recorded number is finite"]
+        "every recorded number is finite"
+    ]
     flat = stored()
     for r in flat.runs:
-        r.stable_rank[:] = 3.0      # the same rank with and without residuals
+        r.stable_rank[:] = 3.0  # the same rank with and without residuals
     assert any("stable rank" in c.what and not c.ok for c in sst2.checks(flat))

@@ -1,5 +1,6 @@
 """rcutil.threads: torch's thread count from $RCUTIL_TORCH_THREADS, bounded to 1 .. four
 per core, and the block that runs on a given count."""
+
 import pytest
 import torch
 
@@ -13,10 +14,12 @@ def restore_threads():
     torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-1", "1.5", "5000", "100000",
-                                   str(4 * env.cores() + 1)])
-def test_a_thread_count_outside_1_to_four_per_core_is_refused(monkeypatch, value,
-                                                              restore_threads):
+@pytest.mark.parametrize(
+    "value", ["abc", "0", "-1", "1.5", "5000", "100000", str(4 * env.cores() + 1)]
+)
+def test_a_thread_count_outside_1_to_four_per_core_is_refused(
+    monkeypatch, value, restore_threads
+):
     monkeypatch.setenv(threads.ENV_VAR, value)
     before = torch.get_num_threads()
     with pytest.raises(env.EnvError, match="RCUTIL_TORCH_THREADS") as err:
@@ -26,8 +29,9 @@ def test_a_thread_count_outside_1_to_four_per_core_is_refused(monkeypatch, value
     assert torch.get_num_threads() == before, "nothing was set"
 
 
-@pytest.mark.parametrize("value, n", [(" 1 ", 1),
-                                      (str(4 * env.cores()), 4 * env.cores())])
+@pytest.mark.parametrize(
+    "value, n", [(" 1 ", 1), (str(4 * env.cores()), 4 * env.cores())]
+)
 def test_a_thread_count_in_range_is_applied(monkeypatch, value, n, restore_threads):
     monkeypatch.setenv(threads.ENV_VAR, value)
     threads.apply_environment()

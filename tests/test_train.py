@@ -27,10 +27,14 @@ def test_records_match_independent_computation():
     out = m(X, return_all=True)
     Z = out.Z[-1].reshape(-1, 6)
     s = torch.linalg.svdvals(Z)
-    assert h.sigma_min[0] == pytest.approx(s[-1].item()) and h.sigma_max[0] == pytest.approx(s[0].item())
+    assert h.sigma_min[0] == pytest.approx(s[-1].item()) and h.sigma_max[
+        0
+    ] == pytest.approx(s[0].item())
     loss = 0.5 * ((out.output - Y) ** 2).sum()
     g = torch.autograd.grad(loss, list(m.parameters()))
-    assert h.grad_norm[0] == pytest.approx(torch.sqrt(sum((x**2).sum() for x in g)).item())
+    assert h.grad_norm[0] == pytest.approx(
+        torch.sqrt(sum((x**2).sum() for x in g)).item()
+    )
 
 
 def test_one_step_is_theta_minus_mu_grad():
@@ -54,8 +58,16 @@ def test_divergence_names_the_step_and_suggests_smaller_step():
         gradient_descent(m, X, Y * 1e3, mu=1e3, steps=50)
 
 
-@pytest.mark.parametrize("mu, steps, match", [(0.0, 5, "mu"), (-1, 5, "mu"), (float("nan"), 5, "mu"),
-                                              (0.1, -1, "steps"), (0.1, 2.0, "steps")])
+@pytest.mark.parametrize(
+    "mu, steps, match",
+    [
+        (0.0, 5, "mu"),
+        (-1, 5, "mu"),
+        (float("nan"), 5, "mu"),
+        (0.1, -1, "steps"),
+        (0.1, 2.0, "steps"),
+    ],
+)
 def test_bad_arguments(mu, steps, match):
     m, X, Y = problem()
     with pytest.raises(ValueError, match=match):
@@ -65,7 +77,9 @@ def test_bad_arguments(mu, steps, match):
 def test_bad_targets():
     m, X, Y = problem()
     with pytest.raises(ValueError, match=r"Y has shape \(3, 4, 3\)"):
-        gradient_descent(m, X, torch.zeros(3, 4, 3, dtype=torch.float64), mu=0.1, steps=1)
+        gradient_descent(
+            m, X, torch.zeros(3, 4, 3, dtype=torch.float64), mu=0.1, steps=1
+        )
     Y[0, 0, 0] = float("inf")
     with pytest.raises(ValueError, match="Y contains NaN or inf"):
         gradient_descent(m, X, Y, mu=0.1, steps=1)

@@ -1,5 +1,6 @@
 """rcutil.validate: each check returns the value in the form its caller uses, or refuses
 it with a ValueError that names the argument, the value and what to pass instead."""
+
 import math
 
 import pytest
@@ -25,20 +26,33 @@ def test_seed_is_a_non_negative_int():
         validate.seed(-1, name="seed_X")
 
 
-@pytest.mark.parametrize("value, expected", [
-    (0.25, 0.25), (3, 3.0), (torch.tensor(0.5), 0.5), (torch.tensor([2.0]), 2.0),
-    (torch.tensor(7, dtype=torch.int64), 7.0),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (0.25, 0.25),
+        (3, 3.0),
+        (torch.tensor(0.5), 0.5),
+        (torch.tensor([2.0]), 2.0),
+        (torch.tensor(7, dtype=torch.int64), 7.0),
+    ],
+)
 def test_as_number_accepts_numbers_and_one_element_tensors(value, expected):
     got = validate.as_number("x", value, "a number")
     assert got == expected and type(got) is float
 
 
-@pytest.mark.parametrize("value, shown", [
-    ("abc", "'abc' (str)"), (None, "None (NoneType)"), (True, "True (bool)"),
-    (1 + 2j, "(1+2j) (complex)"), (torch.tensor([1.0, 2.0]), "(Tensor)"),
-    (torch.tensor(True), "tensor(True) (Tensor)"), (torch.tensor(1 + 1j), "(Tensor)"),
-])
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        ("abc", "'abc' (str)"),
+        (None, "None (NoneType)"),
+        (True, "True (bool)"),
+        (1 + 2j, "(1+2j) (complex)"),
+        (torch.tensor([1.0, 2.0]), "(Tensor)"),
+        (torch.tensor(True), "tensor(True) (Tensor)"),
+        (torch.tensor(1 + 1j), "(Tensor)"),
+    ],
+)
 def test_as_number_names_the_argument_its_requirement_and_the_value(value, shown):
     with pytest.raises(ValueError) as error:
         validate.as_number("mu", value, "a positive step")
@@ -57,11 +71,17 @@ def test_positive_refuses_what_is_not_a_finite_positive_number(bad):
 
 def test_beta_keeps_a_tensor_and_refuses_values_outside_0_1():
     b = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
-    assert validate.beta(b) is b                    # unchanged, gradients and all
+    assert validate.beta(b) is b  # unchanged, gradients and all
     assert validate.beta(0.5) == 0.5 and type(validate.beta(1)) is float
     assert validate.beta(0) == 0.0
-    for bad in (1.5, -0.1, math.nan, torch.tensor(1.5), torch.tensor([0.5, 0.5]),
-                torch.tensor(True)):
+    for bad in (
+        1.5,
+        -0.1,
+        math.nan,
+        torch.tensor(1.5),
+        torch.tensor([0.5, 0.5]),
+        torch.tensor(True),
+    ):
         with pytest.raises(ValueError, match=r"^beta .*\[0, 1\]"):
             validate.beta(bad)
     with pytest.raises(ValueError, match=r"beta.*number in \[0, 1\].*'abc'"):
@@ -76,15 +96,21 @@ def test_beta_inside_a_transform_passes_one_value_per_model():
     def f(beta):
         seen.append(validate.beta(beta))
         return beta * 2
+
     out = torch.func.vmap(f)(torch.tensor([0.0, 1.0, 0.5], dtype=torch.float64))
     torch.testing.assert_close(out, torch.tensor([0.0, 2.0, 1.0], dtype=torch.float64))
     assert len(seen) == 1 and isinstance(seen[0], torch.Tensor)
 
 
-@pytest.mark.parametrize("device, words", [
-    (3.5, "3.5 is not a torch device"), ("CPU", "lower case: 'cpu'"),
-    (None, "None is not a torch device"), ("meta", "'meta' is not one the book runs"),
-])
+@pytest.mark.parametrize(
+    "device, words",
+    [
+        (3.5, "3.5 is not a torch device"),
+        ("CPU", "lower case: 'cpu'"),
+        (None, "None is not a torch device"),
+        ("meta", "'meta' is not one the book runs"),
+    ],
+)
 def test_device_names_a_bad_name_and_the_names_to_use(device, words):
     with pytest.raises(ValueError) as error:
         validate.device(device)
@@ -98,7 +124,7 @@ def test_device_lower_case_hint_only_when_the_case_differs():
             validate.device(name)
         messages[name] = str(error.value).replace(repr(name), "NAME")
     assert messages["gpu"] == messages[3.5]
-    assert "torch device: use" in messages["gpu"]           # nothing between the two
+    assert "torch device: use" in messages["gpu"]  # nothing between the two
     assert "lower case: 'gpu'" in messages["GPU"] and messages["GPU"] != messages["gpu"]
 
 
@@ -135,18 +161,27 @@ def test_inputs_take_one_sample_or_a_batch():
     assert validate.inputs(Y, 4, dtype=torch.float32, device=torch.device("cpu")) is Y
 
 
-@pytest.mark.parametrize("X, kw, words", [
-    ([1.0], dict(name="Y"), "^Y must be a torch.Tensor, got list"),
-    (torch.ones(4), {}, r"^X .*\(N, n, d\).*\(4,\)"),
-    (torch.ones(3, 4), dict(d=5), r"4 features.*d = 5"),
-    (torch.ones(0, 3, 4), {}, "empty"),
-    (torch.ones(2, 0, 4), {}, "empty"),
-    (torch.full((1, 2, 4), math.inf), {}, "NaN or inf"),
-    (torch.ones(1, 2, 4), dict(dtype=torch.float64),
-     r"float32.*X.to\(torch.float64\), or build .* dtype=torch.float32"),
-    (torch.ones(1, 2, 4, device="meta"), dict(device=torch.device("cpu")),
-     r"on meta.*X.to\('cpu'\).*model.to\('meta'\)"),
-])
+@pytest.mark.parametrize(
+    "X, kw, words",
+    [
+        ([1.0], dict(name="Y"), "^Y must be a torch.Tensor, got list"),
+        (torch.ones(4), {}, r"^X .*\(N, n, d\).*\(4,\)"),
+        (torch.ones(3, 4), dict(d=5), r"4 features.*d = 5"),
+        (torch.ones(0, 3, 4), {}, "empty"),
+        (torch.ones(2, 0, 4), {}, "empty"),
+        (torch.full((1, 2, 4), math.inf), {}, "NaN or inf"),
+        (
+            torch.ones(1, 2, 4),
+            dict(dtype=torch.float64),
+            r"float32.*X.to\(torch.float64\), or build .* dtype=torch.float32",
+        ),
+        (
+            torch.ones(1, 2, 4, device="meta"),
+            dict(device=torch.device("cpu")),
+            r"on meta.*X.to\('cpu'\).*model.to\('meta'\)",
+        ),
+    ],
+)
 def test_inputs_refuse_with_the_fix(X, kw, words):
     kw = dict(d=4) | kw
     with pytest.raises(ValueError, match=words):

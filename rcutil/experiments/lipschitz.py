@@ -10,6 +10,7 @@ measured in the Frobenius norm and every constant is built from the norms of the
 attaining instances have flat spectra, so that another norm moves their ratio away
 from 1.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,10 +66,12 @@ def constants(inst: Instance) -> dict[str, float]:
         return float(sigma_max(M))
 
     return {
-        "W_Q": bounds.attention_lipschitz_WQ(spec(X), spec(W["W_K"]), spec(W["W_V"]),
-                                             tau),
-        "W_K": bounds.attention_lipschitz_WK(spec(X), spec(W["W_Q"]), spec(W["W_V"]),
-                                             tau),
+        "W_Q": bounds.attention_lipschitz_WQ(
+            spec(X), spec(W["W_K"]), spec(W["W_V"]), tau
+        ),
+        "W_K": bounds.attention_lipschitz_WK(
+            spec(X), spec(W["W_Q"]), spec(W["W_V"]), tau
+        ),
         "W_V": bounds.attention_lipschitz_WV(n, float(X.norm(dim=1).max())),
         "W_1": bounds.ffn_lipschitz_W1(spec(X), spec(W["W_2"])),
         "W_2": bounds.ffn_lipschitz_W2(float(X.norm()), spec(W["W_1"]), n * d_F),
@@ -109,25 +112,35 @@ def ratio(f, a0: torch.Tensor, a1: torch.Tensor, L: float) -> float:
 def ratios(inst: Instance) -> dict[str, float]:
     """The ratio of every argument the instance has a direction for."""
     L, at = constants(inst), maps(inst)
-    return {name: ratio(at[name][1], at[name][0], at[name][0] + inst.h * D, L[name])
-            for name, D in inst.D.items()}
+    return {
+        name: ratio(at[name][1], at[name][0], at[name][0] + inst.h * D, L[name])
+        for name, D in inst.D.items()
+    }
 
 
 def random_instance(g: torch.Generator, i: int) -> Instance:
     """Random sizes (``n <= 5``, ``d <= 7``), an input scale from 0.1 to 10, a random
     temperature and Gaussian weights; a step of ``1e-6`` (local slope) for even ``i``,
     of 1 (global) for odd ``i``."""
+
     def rn(*shape):
         return torch.randn(*shape, generator=g, dtype=torch.float64)
 
-    n, d, d_qk, d_F = (int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in
-                       ((2, 6), (2, 8), (1, 4), (1, 8)))
+    n, d, d_qk, d_F = (
+        int(torch.randint(lo, hi, (1,), generator=g))
+        for lo, hi in ((2, 6), (2, 8), (1, 4), (1, 8))
+    )
     scale = float(10 ** (2 * torch.rand(1, generator=g) - 1))
     tau = float(10 ** (torch.rand(1, generator=g) - 0.5))
     X = rn(n, d) * scale / math.sqrt(d)
-    W = dict(W_Q=rn(d, d_qk), W_K=rn(d, d_qk), W_V=rn(d, d) / math.sqrt(d),
-             W_1=rn(d, d_F) / math.sqrt(d), W_2=rn(d_F, d) / math.sqrt(d_F),
-             W_U=rn(d, 2))
+    W = dict(
+        W_Q=rn(d, d_qk),
+        W_K=rn(d, d_qk),
+        W_V=rn(d, d) / math.sqrt(d),
+        W_1=rn(d, d_F) / math.sqrt(d),
+        W_2=rn(d_F, d) / math.sqrt(d_F),
+        W_U=rn(d, 2),
+    )
     args = dict(W, Z=X, H=X)
     D = {name: rn(*args[name].shape) for name in CONSTANTS}
     return Instance(X, W, tau, D, 1e-6 if i % 2 == 0 else 1.0)
@@ -146,8 +159,17 @@ def _instance(X, name, D, *, tau=1.0, h=1e-6, **W) -> Instance:
     the identity)."""
     d = X.shape[1]
     zero = torch.zeros(d, 1, dtype=torch.float64)
-    full = dict(W_Q=zero, W_K=zero, W_V=torch.eye(d, dtype=torch.float64), W_1=zero,
-                W_2=zero.T, W_U=zero) | W
+    full = (
+        dict(
+            W_Q=zero,
+            W_K=zero,
+            W_V=torch.eye(d, dtype=torch.float64),
+            W_1=zero,
+            W_2=zero.T,
+            W_U=zero,
+        )
+        | W
+    )
     return Instance(X, full, tau, {name: D}, h)
 
 
@@ -174,17 +196,30 @@ def attaining_instances() -> dict[str, Instance]:
     return {
         "W_Q": _instance(X2, "W_Q", e1, tau=1.5, W_K=1.3 * e1, W_V=V),
         "W_K": _instance(X2, "W_K", e1, tau=1.5, W_Q=1.3 * e1, W_V=V),
-        "W_V": _instance(x.expand(3, 2).clone(), "W_V", x.T @ w.T,
-                         W_Q=_orthonormal(2, 1, 7), W_K=_orthonormal(2, 1, 8)),
-        "W_1": _instance(1.7 * Q43, "W_1", Q32, W_1=torch.zeros(3, 2, **f64),
-                         W_2=0.8 * Q32.T),
-        "W_2": _instance(1e-3 * u @ v.T, "W_2", w @ v.T, W_1=v @ w.T,
-                         W_2=_orthonormal(2, 2, 9)),
-        "Z": _instance(torch.zeros(3, 2, **f64), "Z", _orthonormal(3, 2, 10),
-                       W_1=1.4 * Q22, W_2=0.6 * _orthonormal(2, 2, 11)),
+        "W_V": _instance(
+            x.expand(3, 2).clone(),
+            "W_V",
+            x.T @ w.T,
+            W_Q=_orthonormal(2, 1, 7),
+            W_K=_orthonormal(2, 1, 8),
+        ),
+        "W_1": _instance(
+            1.7 * Q43, "W_1", Q32, W_1=torch.zeros(3, 2, **f64), W_2=0.8 * Q32.T
+        ),
+        "W_2": _instance(
+            1e-3 * u @ v.T, "W_2", w @ v.T, W_1=v @ w.T, W_2=_orthonormal(2, 2, 9)
+        ),
+        "Z": _instance(
+            torch.zeros(3, 2, **f64),
+            "Z",
+            _orthonormal(3, 2, 10),
+            W_1=1.4 * Q22,
+            W_2=0.6 * _orthonormal(2, 2, 11),
+        ),
         "W_U": _instance(1.7 * Q43, "W_U", Q32, h=1.0, W_U=torch.zeros(3, 2, **f64)),
-        "H": _instance(_orthonormal(4, 3, 12), "H", Q43, h=1.0,
-                       W_U=0.9 * _orthonormal(3, 3, 13)),
+        "H": _instance(
+            _orthonormal(4, 3, 12), "H", Q43, h=1.0, W_U=0.9 * _orthonormal(3, 3, 13)
+        ),
     }
 
 
@@ -207,19 +242,30 @@ class Result(results.Result):
 def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result:
     """Ratios measured / constant (always on the CPU, float64: tiny matrices)."""
     if settings["n_instances"] <= 0:
-        raise ValueError(f"n_instances must be positive, got "
-                         f"{settings['n_instances']!r}")
+        raise ValueError(
+            f"n_instances must be positive, got {settings['n_instances']!r}"
+        )
     found: dict[str, list[float]] = {name: [] for name in CONSTANTS}
     with torch_threads(1):
         g = torch.Generator().manual_seed(int(settings["seed"]))
-        for i in steps(settings["n_instances"], desc="Lipschitz ratios",
-                       unit="instance", progress=progress):
+        for i in steps(
+            settings["n_instances"],
+            desc="Lipschitz ratios",
+            unit="instance",
+            progress=progress,
+        ):
             for name, value in ratios(random_instance(g, i)).items():
                 found[name].append(value)
-        attained = {name: ratios(inst)[name]
-                    for name, inst in attaining_instances().items()}
-    return Result(settings=settings, constants=[
-        Constant(name, np.asarray(found[name]), attained[name]) for name in CONSTANTS])
+        attained = {
+            name: ratios(inst)[name] for name, inst in attaining_instances().items()
+        }
+    return Result(
+        settings=settings,
+        constants=[
+            Constant(name, np.asarray(found[name]), attained[name])
+            for name in CONSTANTS
+        ],
+    )
 
 
 def largest(result: Result) -> float:
@@ -229,27 +275,45 @@ def largest(result: Result) -> float:
 
 def checks(result: Result) -> list[Check]:
     """The chapter's acceptance checks: no ratio above 1, each constant attained."""
-    rows = [Check("largest ratio over every constant and instance", largest(result),
-                  "<=", 1 + ROUND_OFF)]
+    rows = [
+        Check(
+            "largest ratio over every constant and instance",
+            largest(result),
+            "<=",
+            1 + ROUND_OFF,
+        )
+    ]
     for c in result.constants:
         name = c.name.replace("_", "_{", 1) + "}" if "_" in c.name else c.name
-        rows.append(Check(f"$L_{{{name}}}$: ratio on its attaining instance",
-                          c.attained, ">=", ATTAINED))
+        rows.append(
+            Check(
+                f"$L_{{{name}}}$: ratio on its attaining instance",
+                c.attained,
+                ">=",
+                ATTAINED,
+            )
+        )
     return rows
 
 
 def claims(result: Result) -> list[Claim]:
-    """"The layers are Lipschitz": no measured ratio exceeds its constant."""
+    """ "The layers are Lipschitz": no measured ratio exceeds its constant."""
     worst = largest(result)
     n = result.settings["n_instances"]
-    return [Claim(
-        "lemma-lipschitz", "Lemma: Lipschitz constants of the layers",
-        "attention, FFN and output map are Lipschitz in their weights on a bounded "
-        "region, with the softmax Jacobian bounded",
-        f"softmax Jacobian norm at most 1/2 (a sum of squares, checked in SymPy); over "
-        f"{n:,} random instances and one attaining instance per constant, the largest "
-        f"finite-difference ratio over its constant is {worst:.4f}",
-        status(worst <= 1 + ROUND_OFF, deviation=True),
-        "the constants are the book's own derivation (the paper's are not public)",
-        rule=f"no ratio of a measured difference to its constant exceeds 1 (up to "
-             f"{ROUND_OFF:g} of round-off), for every constant and instance")]
+    return [
+        Claim(
+            "lemma-lipschitz",
+            "Lemma: Lipschitz constants of the layers",
+            "attention, FFN and output map are Lipschitz in their weights on a bounded "
+            "region, with the softmax Jacobian bounded",
+            "softmax Jacobian norm at most 1/2 (a sum of squares, checked in SymPy); "
+            "over "
+            f"{n:,} random instances and one attaining instance per constant, the "
+            "largest "
+            f"finite-difference ratio over its constant is {worst:.4f}",
+            status(worst <= 1 + ROUND_OFF, deviation=True),
+            "the constants are the book's own derivation (the paper's are not public)",
+            rule=f"no ratio of a measured difference to its constant exceeds 1 (up to "
+            f"{ROUND_OFF:g} of round-off), for every constant and instance",
+        )
+    ]

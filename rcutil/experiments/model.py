@@ -1,9 +1,12 @@
 """The checks of the chapter on the model, as numbers (``python -m rcutil model``).
 
 * autograd gradients against central finite differences, per parameter block (float64);
-* the residual-strength variant against the paper's formulas written out at beta = 1 and 0;
-* a short full-batch GD run at a small step, for several beta, whose loss must fall at every step.
+* the residual-strength variant against the paper's formulas written out at beta = 1 and
+  0;
+* a short full-batch GD run at a small step, for several beta, whose loss must fall at
+  every step.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,30 +20,82 @@ from ..model import Transformer, attention, ffn, squared_loss
 from ..train import gradient_descent
 
 SETTINGS = {
-    "ci": dict(N=4, n=6, d=8, d_qk=4, d_F=16, d_out=2, steps=60, mu=2e-3, betas=[0.0, 0.5, 1.0],
-               seed=0, fd_eps=1e-6),
-    "book": dict(N=8, n=8, d=16, d_qk=8, d_F=32, d_out=2, steps=300, mu=1e-3, betas=[0.0, 0.5, 1.0],
-                 seed=0, fd_eps=1e-6),
-    "paper": dict(N=16, n=16, d=64, d_qk=16, d_F=128, d_out=4, steps=1000, mu=2e-4,
-                  betas=[0.0, 0.5, 1.0], seed=0, fd_eps=1e-6),
+    "ci": dict(
+        N=4,
+        n=6,
+        d=8,
+        d_qk=4,
+        d_F=16,
+        d_out=2,
+        steps=60,
+        mu=2e-3,
+        betas=[0.0, 0.5, 1.0],
+        seed=0,
+        fd_eps=1e-6,
+    ),
+    "book": dict(
+        N=8,
+        n=8,
+        d=16,
+        d_qk=8,
+        d_F=32,
+        d_out=2,
+        steps=300,
+        mu=1e-3,
+        betas=[0.0, 0.5, 1.0],
+        seed=0,
+        fd_eps=1e-6,
+    ),
+    "paper": dict(
+        N=16,
+        n=16,
+        d=64,
+        d_qk=16,
+        d_F=128,
+        d_out=4,
+        steps=1000,
+        mu=2e-4,
+        betas=[0.0, 0.5, 1.0],
+        seed=0,
+        fd_eps=1e-6,
+    ),
 }
 
 
-def make_problem(settings: dict, *, beta: float = 1.0, device="cpu", dtype=torch.float64):
-    """A model and a regression problem ``(X, Y)`` of the sizes in ``settings``, all from its ``seed``."""
+def make_problem(
+    settings: dict, *, beta: float = 1.0, device="cpu", dtype=torch.float64
+):
+    """A model and a regression problem ``(X, Y)`` of the sizes in ``settings``, all
+    from its ``seed``."""
     gen = torch.Generator().manual_seed(settings["seed"])
-    X = torch.randn(settings["N"], settings["n"], settings["d"], generator=gen, dtype=torch.float64)
-    Y = torch.randn(settings["N"], settings["n"], settings["d_out"], generator=gen, dtype=torch.float64)
-    model = Transformer(settings["d"], settings["d_qk"], settings["d_F"], settings["d_out"], beta=beta,
-                        seed=settings["seed"], dtype=dtype, device=device)
+    X = torch.randn(
+        settings["N"], settings["n"], settings["d"], generator=gen, dtype=torch.float64
+    )
+    Y = torch.randn(
+        settings["N"],
+        settings["n"],
+        settings["d_out"],
+        generator=gen,
+        dtype=torch.float64,
+    )
+    model = Transformer(
+        settings["d"],
+        settings["d_qk"],
+        settings["d_F"],
+        settings["d_out"],
+        beta=beta,
+        seed=settings["seed"],
+        dtype=dtype,
+        device=device,
+    )
     return model, X.to(device=device, dtype=dtype), Y.to(device=device, dtype=dtype)
 
 
 def paper_formula(model: Transformer, X: torch.Tensor, beta: float) -> torch.Tensor:
     """The paper's single-layer formula written out term by term (no shared code path).
 
-    ``beta = 1``: ``(FFN(Attn(X) + X) + Attn(X) + X) W_U``; ``beta = 0``: ``FFN(Attn(X)) W_U``;
-    otherwise ``(FFN(Attn(X) + beta X) + beta (Attn(X) + beta X)) W_U``.
+    ``beta = 1``: ``(FFN(Attn(X) + X) + Attn(X) + X) W_U``; ``beta = 0``: ``FFN(Attn(X))
+    W_U``; otherwise ``(FFN(Attn(X) + beta X) + beta (Attn(X) + beta X)) W_U``.
     """
     b = model.blocks[0]
     A = attention(X, b.W_Q, b.W_K, b.W_V, model.tau)
@@ -54,7 +109,8 @@ def paper_formula(model: Transformer, X: torch.Tensor, beta: float) -> torch.Ten
 
 
 def finite_difference_errors(model: Transformer, X, Y, eps: float) -> dict[str, float]:
-    """Per block: max |autograd - central difference| / max |autograd| of dPhi/dW over all entries."""
+    """Per block: max |autograd - central difference| / max |autograd| of dPhi/dW over
+    all entries."""
     loss = model.loss(X, Y)
     names = [n for n, _ in model.named_parameters()]
     grads = dict(zip(names, torch.autograd.grad(loss, list(model.parameters()))))
@@ -72,29 +128,37 @@ def finite_difference_errors(model: Transformer, X, Y, eps: float) -> dict[str, 
                 flat[i] = old
                 fd_flat[i] = (up - down) / (2 * eps)
             g = grads[name]
-            errors[name] = ((g - fd).abs().max() / g.abs().max().clamp_min(1e-300)).item()
+            errors[name] = (
+                (g - fd).abs().max() / g.abs().max().clamp_min(1e-300)
+            ).item()
     return errors
 
 
 def gradcheck_blocks(model: Transformer, X, Y, names=None) -> dict[str, bool]:
-    """``torch.autograd.gradcheck`` of Phi as a function of each parameter block alone (of the
-    blocks in ``names``, default all)."""
+    """``torch.autograd.gradcheck`` of Phi as a function of each parameter block alone
+    (of the blocks in ``names``, default all)."""
     out = {}
     for name, p in model.named_parameters():
         if names is not None and name not in names:
             continue
+
         def phi(W, name=name):
-            params = {n: (W if n == name else q.detach()) for n, q in model.named_parameters()}
+            params = {
+                n: (W if n == name else q.detach()) for n, q in model.named_parameters()
+            }
             return squared_loss(torch.func.functional_call(model, params, (X,)), Y)
 
-        out[name] = bool(torch.autograd.gradcheck(phi, (p.detach().clone().requires_grad_(True),)))
+        out[name] = bool(
+            torch.autograd.gradcheck(phi, (p.detach().clone().requires_grad_(True),))
+        )
     return out
 
 
 @dataclass
 class GDRun:
-    """Full-batch GD at one residual strength: per iterate, the loss, the extreme singular
-    values of the stacked attention-layer output ``Z_t`` and the gradient norm."""
+    """Full-batch GD at one residual strength: per iterate, the loss, the extreme
+    singular values of the stacked attention-layer output ``Z_t`` and the gradient
+    norm."""
 
     beta: float
     loss: list[float]
@@ -110,7 +174,8 @@ class GDRun:
 
 @dataclass
 class Variant:
-    """The model at one ``beta`` against :func:`paper_formula`: largest absolute difference."""
+    """The model at one ``beta`` against :func:`paper_formula`: largest absolute
+    difference."""
 
     beta: float
     max_abs_diff: float
@@ -132,19 +197,39 @@ def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result
     """Every check of the model chapter for the profile's sizes."""
     model, X, Y = make_problem(settings, device=device)
     with torch.no_grad():
-        variants = [Variant(beta, (model(X, beta=beta) - paper_formula(model, X, beta))
-                            .abs().max().item()) for beta in (0.0, 0.5, 1.0)]
+        variants = [
+            Variant(
+                beta,
+                (model(X, beta=beta) - paper_formula(model, X, beta))
+                .abs()
+                .max()
+                .item(),
+            )
+            for beta in (0.0, 0.5, 1.0)
+        ]
     gd = []
     for beta in settings["betas"]:
         m, X_, Y_ = make_problem(settings, beta=beta, device=device)
-        h = gradient_descent(m, X_, Y_, mu=settings["mu"], steps=settings["steps"],
-                             progress=progress, desc=f"GD beta={beta:g}")
+        h = gradient_descent(
+            m,
+            X_,
+            Y_,
+            mu=settings["mu"],
+            steps=settings["steps"],
+            progress=progress,
+            desc=f"GD beta={beta:g}",
+        )
         gd.append(GDRun(beta, h.loss, h.sigma_min, h.sigma_max, h.grad_norm))
-    return Result(settings=settings,
-                  shapes={k: list(v) for k, v in model.shapes().items()},
-                  finite_difference_rel_error=finite_difference_errors(model, X, Y,
-                                                                       settings["fd_eps"]),
-                  gradcheck=gradcheck_blocks(model, X, Y), variants=variants, gd=gd)
+    return Result(
+        settings=settings,
+        shapes={k: list(v) for k, v in model.shapes().items()},
+        finite_difference_rel_error=finite_difference_errors(
+            model, X, Y, settings["fd_eps"]
+        ),
+        gradcheck=gradcheck_blocks(model, X, Y),
+        variants=variants,
+        gd=gd,
+    )
 
 
 #: Largest relative difference of autograd and central differences the chapter accepts.
@@ -160,32 +245,68 @@ def checks(result: Result) -> list[Check]:
     sigma0 = results.pick(result.gd, beta=0.0).sigma_min[0]
     sigma1 = results.pick(result.gd, beta=1.0).sigma_min[0]
     return [
-        Check("every parameter block has its gradient checked", sorted(fd) == sorted(
-            result.shapes), "==", True),
-        Check("autograd against central differences, largest relative difference",
-              max(fd.values()), "<=", FD_TOLERANCE),
-        Check("`torch.autograd.gradcheck` passes in every block", all(
-            result.gradcheck.values()), "==", True),
-        *[Check(f"$\\beta = {b:g}$: model against the formula written out, largest "
-                f"difference", at[b], "<=", FORMULA_TOLERANCE) for b in (1.0, 0.0, 0.5)],
-        Check("GD: largest one-step ratio $\\Phi_{t+1}/\\Phi_t$ over every $\\beta$",
-              max(r.max_rate for r in result.gd), "<", 1.0),
-        Check("$\\sigma_{\\min}(Z_0)$ at $\\beta = 1$ over $\\beta = 0$", sigma1 / sigma0,
-              ">", 10.0),
+        Check(
+            "every parameter block has its gradient checked",
+            sorted(fd) == sorted(result.shapes),
+            "==",
+            True,
+        ),
+        Check(
+            "autograd against central differences, largest relative difference",
+            max(fd.values()),
+            "<=",
+            FD_TOLERANCE,
+        ),
+        Check(
+            "`torch.autograd.gradcheck` passes in every block",
+            all(result.gradcheck.values()),
+            "==",
+            True,
+        ),
+        *[
+            Check(
+                f"$\\beta = {b:g}$: model against the formula written out, largest "
+                f"difference",
+                at[b],
+                "<=",
+                FORMULA_TOLERANCE,
+            )
+            for b in (1.0, 0.0, 0.5)
+        ],
+        Check(
+            "GD: largest one-step ratio $\\Phi_{t+1}/\\Phi_t$ over every $\\beta$",
+            max(r.max_rate for r in result.gd),
+            "<",
+            1.0,
+        ),
+        Check(
+            "$\\sigma_{\\min}(Z_0)$ at $\\beta = 1$ over $\\beta = 0$",
+            sigma1 / sigma0,
+            ">",
+            10.0,
+        ),
     ]
 
 
 def claims(result: Result) -> list[Claim]:
-    """"The model is the paper's": every acceptance check of the chapter holds."""
+    """ "The model is the paper's": every acceptance check of the chapter holds."""
     fd = max(result.finite_difference_rel_error.values())
     diff = max(v.max_abs_diff for v in result.variants)
-    return [Claim(
-        "model", "The model",
-        "F(X) = (FFN(Attn(X) + X) + Attn(X) + X) W_U, softmax attention, Lipschitz FFN; "
-        "residual-strength variant with beta in [0, 1]; loss 1/2 ||F - Y||^2, plain GD",
-        f"gradients match finite differences to {fd:.1e} (relative) in every block; beta = 1 "
-        f"and beta = 0 match the formulas written out to {diff:.1e}",
-        status(all(c.ok for c in checks(result)), deviation=True),
-        "the equations are the paper's; activation (tanh), temperature (sqrt(d_QK)), "
-        "initialisation and where beta enters a deep model are the book's choices",
-        rule="every acceptance check of the chapter holds")]
+    return [
+        Claim(
+            "model",
+            "The model",
+            "F(X) = (FFN(Attn(X) + X) + Attn(X) + X) W_U, softmax attention, Lipschitz "
+            "FFN; "
+            "residual-strength variant with beta in [0, 1]; loss 1/2 ||F - Y||^2, "
+            "plain GD",
+            f"gradients match finite differences to {fd:.1e} (relative) in every "
+            "block; beta = 1 "
+            f"and beta = 0 match the formulas written out to {diff:.1e}",
+            status(all(c.ok for c in checks(result)), deviation=True),
+            "the equations are the paper's; activation (tanh), temperature "
+            "(sqrt(d_QK)), "
+            "initialisation and where beta enters a deep model are the book's choices",
+            rule="every acceptance check of the chapter holds",
+        )
+    ]

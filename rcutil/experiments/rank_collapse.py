@@ -6,6 +6,7 @@ effective rank of ``Attn(X) + beta X`` over d_QK under three score scalings (eq.
 collapsed regime with beta = 0 and beta = 1 over seeds; :func:`depth_collapse`, eq.
 ``rc-res`` through a stack of attention layers (Dong et al. 2021).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,18 +36,54 @@ RES_FLOOR = 1e-16
 # Sizes are the book's choice (the paper's are not public). N < d, so that the stacked
 # (N n) x d attention output can lose rank (its uniform part has rank <= N), and n >= d.
 SETTINGS = {
-    "ci": {"N": 4, "n": 16, "d": 8, "seeds": tuple(range(8)), "max_log2_d_qk": 16,
-           "train_seeds": (0, 1, 2, 3), "train_d_qk": 4096, "train_d_F": 32,
-           "train_d_out": 2, "train_mu": 0.002, "train_steps": 300,
-           "depth_layers": 12, "depth_n": 16, "depth_draws": 16},
-    "book": {"N": 4, "n": 16, "d": 8, "seeds": tuple(range(16)), "max_log2_d_qk": 18,
-             "train_seeds": tuple(range(8)), "train_d_qk": 4096, "train_d_F": 32,
-             "train_d_out": 2, "train_mu": 0.002, "train_steps": 1000,
-             "depth_layers": 16, "depth_n": 16, "depth_draws": 64},
-    "paper": {"N": 4, "n": 16, "d": 8, "seeds": tuple(range(32)), "max_log2_d_qk": 20,
-              "train_seeds": tuple(range(16)), "train_d_qk": 4096, "train_d_F": 32,
-              "train_d_out": 2, "train_mu": 0.002, "train_steps": 2000,
-              "depth_layers": 16, "depth_n": 32, "depth_draws": 256},
+    "ci": {
+        "N": 4,
+        "n": 16,
+        "d": 8,
+        "seeds": tuple(range(8)),
+        "max_log2_d_qk": 16,
+        "train_seeds": (0, 1, 2, 3),
+        "train_d_qk": 4096,
+        "train_d_F": 32,
+        "train_d_out": 2,
+        "train_mu": 0.002,
+        "train_steps": 300,
+        "depth_layers": 12,
+        "depth_n": 16,
+        "depth_draws": 16,
+    },
+    "book": {
+        "N": 4,
+        "n": 16,
+        "d": 8,
+        "seeds": tuple(range(16)),
+        "max_log2_d_qk": 18,
+        "train_seeds": tuple(range(8)),
+        "train_d_qk": 4096,
+        "train_d_F": 32,
+        "train_d_out": 2,
+        "train_mu": 0.002,
+        "train_steps": 1000,
+        "depth_layers": 16,
+        "depth_n": 16,
+        "depth_draws": 64,
+    },
+    "paper": {
+        "N": 4,
+        "n": 16,
+        "d": 8,
+        "seeds": tuple(range(32)),
+        "max_log2_d_qk": 20,
+        "train_seeds": tuple(range(16)),
+        "train_d_qk": 4096,
+        "train_d_F": 32,
+        "train_d_out": 2,
+        "train_mu": 0.002,
+        "train_steps": 2000,
+        "depth_layers": 16,
+        "depth_n": 32,
+        "depth_draws": 256,
+    },
 }
 
 
@@ -59,9 +96,9 @@ class SweepPoint:
 
     scaling: str
     beta: float
-    sigma_min: np.ndarray       #: of the stacked (N n) x d matrix
+    sigma_min: np.ndarray  #: of the stacked (N n) x d matrix
     effective_rank: np.ndarray  #: per sample, averaged over the samples
-    centred_lower: np.ndarray   #: the bound of eq. rc-centred
+    centred_lower: np.ndarray  #: the bound of eq. rc-centred
     max_weight: np.ndarray
     deviation: np.ndarray
 
@@ -99,13 +136,14 @@ class Result(results.Result):
     sweep: list[SweepPoint]
     inputs: Inputs
     training: list[TrainingRun]
-    training_floor: list[float]     #: per train seed, :func:`per_sample_floor`
+    training_floor: list[float]  #: per train seed, :func:`per_sample_floor`
     depth: list[DepthStack]
 
 
 # --------------------------------------------------------------------------- d_QK sweep
-def centred_lower_bound(X: torch.Tensor, W_V: torch.Tensor, deviation: torch.Tensor,
-                        beta: float) -> torch.Tensor:
+def centred_lower_bound(
+    X: torch.Tensor, W_V: torch.Tensor, deviation: torch.Tensor, beta: float
+) -> torch.Tensor:
     """Eq. ``rc-centred``: ``beta sigma_min(X~) - delta ||X||_2 ||W_V||_2``.
 
     A lower bound on ``sigma_min(Attn(X) + beta X)`` for every ``W_V``. ``X~`` is the
@@ -125,8 +163,9 @@ def sweep(settings: dict, *, progress: bool = False):
     I = torch.eye(d, dtype=torch.float64)
     found = {name: [] for name in SCALINGS}
     inputs = Inputs([], [], [], [])
-    for seed in loop(settings["seeds"], desc="d_QK sweep", unit="seed",
-                     progress=progress):
+    for seed in loop(
+        settings["seeds"], desc="d_QK sweep", unit="seed", progress=progress
+    ):
         X = spectra.random_inputs(1, settings["N"], settings["n"], d, seed=seed)
         gen = torch.Generator().manual_seed(10_000 + seed)
         W_V = torch.randn(d, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
@@ -138,19 +177,29 @@ def sweep(settings: dict, *, progress: bool = False):
         inputs.norm.append(x["sigma_max"].item())
         inputs.norm_W_V.append(torch.linalg.matrix_norm(W_V, ord=2).item())
         for name in SCALINGS:
-            tau = torch.tensor([temperature(name, v) for v in d_qk],
-                               dtype=torch.float64).view(-1, 1, 1, 1)
-            A = attention(X, M, I, W_V, tau)                            # (V, N, n, d)
+            tau = torch.tensor(
+                [temperature(name, v) for v in d_qk], dtype=torch.float64
+            ).view(-1, 1, 1, 1)
+            A = attention(X, M, I, W_V, tau)  # (V, N, n, d)
             spec = spectrum(torch.stack([A + b * X for b in BETAS]), per_sample=True)
-            delta = spectra.uniform_deviation(X, M, I, tau)             # (V,)
+            delta = spectra.uniform_deviation(X, M, I, tau)  # (V,)
             P = attention_weights(X, M, I, tau)
             weight = P.amax(dim=-1).mean(dim=(-2, -1))
-            found[name].append(torch.stack([
-                spec["sigma_min"], spec["effective_rank_per_sample"],
-                torch.stack([centred_lower_bound(X, W_V, delta, b) for b in BETAS]),
-                weight.expand(len(BETAS), -1), delta.expand(len(BETAS), -1)]))
+            found[name].append(
+                torch.stack(
+                    [
+                        spec["sigma_min"],
+                        spec["effective_rank_per_sample"],
+                        torch.stack(
+                            [centred_lower_bound(X, W_V, delta, b) for b in BETAS]
+                        ),
+                        weight.expand(len(BETAS), -1),
+                        delta.expand(len(BETAS), -1),
+                    ]
+                )
+            )
     points = []
-    for name in SCALINGS:   # (seeds, quantity, beta, V) -> (beta, quantity, seeds, V)
+    for name in SCALINGS:  # (seeds, quantity, beta, V) -> (beta, quantity, seeds, V)
         q = torch.stack(found[name]).permute(2, 1, 0, 3).numpy()
         points += [SweepPoint(name, beta, *q[i]) for i, beta in enumerate(BETAS)]
     return d_qk, points, inputs
@@ -184,38 +233,64 @@ def train(settings: dict, *, progress: bool = False) -> list[TrainingRun]:
     members = [(beta, seed) for beta in TRAIN_BETAS for seed in settings["train_seeds"]]
     d, d_qk, mu = settings["d"], settings["train_d_qk"], settings["train_mu"]
     tau = temperature(COLLAPSE_SCALING, d_qk)
-    models = [Transformer(d, d_qk, settings["train_d_F"], settings["train_d_out"],
-                          tau=tau, seed=seed) for _, seed in members]
-    W = {name.rsplit(".", 1)[-1]: torch.stack([m.get_parameter(name).detach()
-                                               for m in models]).unsqueeze(1)
-         for name in models[0].shapes()}            # name -> (members, 1, rows, cols)
+    models = [
+        Transformer(
+            d, d_qk, settings["train_d_F"], settings["train_d_out"], tau=tau, seed=seed
+        )
+        for _, seed in members
+    ]
+    W = {
+        name.rsplit(".", 1)[-1]: torch.stack(
+            [m.get_parameter(name).detach() for m in models]
+        ).unsqueeze(1)
+        for name in models[0].shapes()
+    }  # name -> (members, 1, rows, cols)
     for p in W.values():
         p.requires_grad_(True)
     data = [training_problem(settings, seed) for _, seed in members]
     X, Y = (torch.stack(z) for z in zip(*data))
     beta = torch.tensor([b for b, _ in members], dtype=torch.float64).view(-1, 1, 1, 1)
     I = torch.eye(d, dtype=torch.float64)
-    loss, smin = (torch.empty(len(members), settings["train_steps"] + 1,
-                              dtype=torch.float64) for _ in range(2))
-    for t in loop(settings["train_steps"] + 1, desc="GD, every beta and seed",
-                  unit="GD step", progress=progress):
+    loss, smin = (
+        torch.empty(len(members), settings["train_steps"] + 1, dtype=torch.float64)
+        for _ in range(2)
+    )
+    for t in loop(
+        settings["train_steps"] + 1,
+        desc="GD, every beta and seed",
+        unit="GD step",
+        progress=progress,
+    ):
         # eqs. model-z to model-out, the scores formed as X (W_Q W_K^T) X^T
-        H, Z = block(X, W["W_Q"] @ W["W_K"].mT, I, W["W_V"], W["W_1"], W["W_2"],
-                     beta=beta, tau=tau, activation=models[0].activation)
-        phi = torch.vmap(squared_loss)(H @ W["W_U"], Y)    # eq. model-loss, per member
+        H, Z = block(
+            X,
+            W["W_Q"] @ W["W_K"].mT,
+            I,
+            W["W_V"],
+            W["W_1"],
+            W["W_2"],
+            beta=beta,
+            tau=tau,
+            activation=models[0].activation,
+        )
+        phi = torch.vmap(squared_loss)(H @ W["W_U"], Y)  # eq. model-loss, per member
         grads = torch.autograd.grad(phi.sum(), list(W.values()))
         if not torch.isfinite(phi).all():
-            raise TrainingDiverged(f"gradient descent diverged at step {t}: use a "
-                                   f"smaller train_mu than {mu:g}")
+            raise TrainingDiverged(
+                f"gradient descent diverged at step {t}: use a "
+                f"smaller train_mu than {mu:g}"
+            )
         loss[:, t] = phi.detach()
         smin[:, t] = sigma_min(spectra.stack(Z), stacked=False)
         if t < settings["train_steps"]:
             with torch.no_grad():
                 for p, g in zip(W.values(), grads):
-                    p.sub_(mu * g)                          # eq. model-gd
+                    p.sub_(mu * g)  # eq. model-gd
     loss, smin, S = loss.numpy(), smin.numpy(), len(settings["train_seeds"])
-    return [TrainingRun(beta, loss[i * S:(i + 1) * S], smin[i * S:(i + 1) * S])
-            for i, beta in enumerate(TRAIN_BETAS)]
+    return [
+        TrainingRun(beta, loss[i * S : (i + 1) * S], smin[i * S : (i + 1) * S])
+        for i, beta in enumerate(TRAIN_BETAS)
+    ]
 
 
 # --------------------------------------------------------------------------- depth
@@ -234,8 +309,13 @@ def depth_collapse(settings: dict) -> list[DepthStack]:
     S, n, d = settings["depth_draws"], settings["depth_n"], settings["d"]
     gen = torch.Generator().manual_seed(40_000)
     X0 = torch.randn(S, n, d, generator=gen, dtype=torch.float64)
-    weights = [[torch.randn(S, d, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
-                for _ in range(3)] for _ in range(settings["depth_layers"])]
+    weights = [
+        [
+            torch.randn(S, d, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
+            for _ in range(3)
+        ]
+        for _ in range(settings["depth_layers"])
+    ]
     out = []
     for skip in (False, True):
         X, res = X0, [relative_residual(X0)]
@@ -255,10 +335,19 @@ def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result
         d_qk, points, inputs = sweep(settings, progress=progress)
         training = train(settings, progress=progress)
         depth = depth_collapse(settings)
-    floors = [per_sample_floor(training_problem(settings, s)[1])
-              for s in settings["train_seeds"]]
-    return Result(settings=settings, d_qk=d_qk, sweep=points, inputs=inputs,
-                  training=training, training_floor=floors, depth=depth)
+    floors = [
+        per_sample_floor(training_problem(settings, s)[1])
+        for s in settings["train_seeds"]
+    ]
+    return Result(
+        settings=settings,
+        d_qk=d_qk,
+        sweep=points,
+        inputs=inputs,
+        training=training,
+        training_floor=floors,
+        depth=depth,
+    )
 
 
 # --------------------------------------------------------------------------- readings
@@ -273,10 +362,10 @@ class Collapse:
     """sigma_min(Attn X) against sigma_min(Attn X + X) under one scaling."""
 
     scaling: str
-    d_qk: int                   #: the largest
-    attention: np.ndarray       #: sigma_min(Attn X) per seed at the largest d_QK
-    residual: np.ndarray        #: sigma_min(Attn X + X) per seed at the largest d_QK
-    decade: tuple[float, ...]   #: seed means of sigma_min(Attn X), d_QK >= largest / 10
+    d_qk: int  #: the largest
+    attention: np.ndarray  #: sigma_min(Attn X) per seed at the largest d_QK
+    residual: np.ndarray  #: sigma_min(Attn X + X) per seed at the largest d_QK
+    decade: tuple[float, ...]  #: seed means of sigma_min(Attn X), d_QK >= largest / 10
 
     @property
     def ratio(self) -> float:
@@ -288,8 +377,11 @@ class Collapse:
 
     @property
     def collapses(self) -> bool:
-        return (self.ratio < COLLAPSE_RATIO and self.falling
-                and len(self.decade) >= DECADE_POINTS)
+        return (
+            self.ratio < COLLAPSE_RATIO
+            and self.falling
+            and len(self.decade) >= DECADE_POINTS
+        )
 
 
 def point(result: Result, scaling: str, beta: float) -> SweepPoint:
@@ -301,9 +393,13 @@ def collapse(result: Result, scaling: str) -> Collapse:
     """:class:`Collapse` of one scaling."""
     attn = point(result, scaling, 0.0).sigma_min
     last = [j for j, v in enumerate(result.d_qk) if v >= result.d_qk[-1] / 10]
-    return Collapse(scaling, result.d_qk[-1], attn[:, -1],
-                    point(result, scaling, 1.0).sigma_min[:, -1],
-                    tuple(float(attn[:, j].mean()) for j in last))
+    return Collapse(
+        scaling,
+        result.d_qk[-1],
+        attn[:, -1],
+        point(result, scaling, 1.0).sigma_min[:, -1],
+        tuple(float(attn[:, j].mean()) for j in last),
+    )
 
 
 def slope(result: Result, start: int = 2**8) -> float:
@@ -331,8 +427,11 @@ def cubic_exponents(res: np.ndarray, start: float = 0.9, floor: float = 1e-13) -
     ``r_l < start`` and ``r_{l+1} > floor``: about 3 for Dong et al.'s cubic
     contraction, 1 for a geometric one."""
     logr = np.log(np.clip(res, RES_FLOOR, None)).mean(axis=0)
-    return [float(b / a) for a, b in zip(logr[:-1], logr[1:])
-            if a < math.log(start) and b > math.log(floor)]
+    return [
+        float(b / a)
+        for a, b in zip(logr[:-1], logr[1:])
+        if a < math.log(start) and b > math.log(floor)
+    ]
 
 
 def geometric_mean(res: np.ndarray) -> np.ndarray:
@@ -341,32 +440,35 @@ def geometric_mean(res: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- checks
-LARGEST_D_QK = 2**14        # the sweep reaches at least this d_QK
+LARGEST_D_QK = 2**14  # the sweep reaches at least this d_QK
 SLOPE_RANGE = (-0.8, -0.3)  # slope of sigma_min(Attn X), about -1/2 (eq. rc-variance)
-RANK_ONE = 1.1              # collapsed: effective rank per sample below this
-UNIFORM = 1.1               # collapsed: largest weight times n below this
-KEEPS = 0.5                 # sigma_min(Attn X + X) at the largest over d_QK = 1
-HALF_RESIDUAL = 100.0       # sigma_min(Attn X + X/2) over sigma_min(Attn X)
-FLAT = 0.3                  # tau = sqrt(d_QK): smallest over largest from d_QK = 2^6
-HARD = 0.95                 # tau = 1: largest attention weight above this
-HARD_OVER_COLLAPSE = 10.0   # tau = 1 over tau = d_QK: sigma_min(Attn X)
-ROUNDING = 1e-10            # eq. rc-centred holds up to this relative rounding
-TIGHT = 0.9                 # in the collapse, the bound over beta sigma_min(X~)
-CENTRED = 0.8               # sigma_min(X~) over sigma_min(X)
-FALLS, STAYS = 0.1, 0.5     # Phi_T / Phi_0 with the residual below, without above
-SEPARATED = 1e-2            # sigma_min(Z_t): largest without over smallest with
-STALLED = 0.75              # Phi_T / Phi_floor without the residual, on every seed
-BELOW_FLOOR = 0.2           # Phi_T / Phi_floor with the residual, on every seed
-DOUBLE_LAYERS = 2           # layers where log r_{l+1} / log r_l is measured
-DOUBLES = 2.0               # ... and at least this (doubly exponential decay)
-FLOOR_LAYER, AT_FLOOR = 6, 1e-12    # pure attention's r_l at this layer below this
-SKIP_KEEPS = 0.05           # with skips, r at the last layer above this
-SKIP_STEP = 0.5             # with skips, r_{l+1} / r_l above this
+RANK_ONE = 1.1  # collapsed: effective rank per sample below this
+UNIFORM = 1.1  # collapsed: largest weight times n below this
+KEEPS = 0.5  # sigma_min(Attn X + X) at the largest over d_QK = 1
+HALF_RESIDUAL = 100.0  # sigma_min(Attn X + X/2) over sigma_min(Attn X)
+FLAT = 0.3  # tau = sqrt(d_QK): smallest over largest from d_QK = 2^6
+HARD = 0.95  # tau = 1: largest attention weight above this
+HARD_OVER_COLLAPSE = 10.0  # tau = 1 over tau = d_QK: sigma_min(Attn X)
+ROUNDING = 1e-10  # eq. rc-centred holds up to this relative rounding
+TIGHT = 0.9  # in the collapse, the bound over beta sigma_min(X~)
+CENTRED = 0.8  # sigma_min(X~) over sigma_min(X)
+FALLS, STAYS = 0.1, 0.5  # Phi_T / Phi_0 with the residual below, without above
+SEPARATED = 1e-2  # sigma_min(Z_t): largest without over smallest with
+STALLED = 0.75  # Phi_T / Phi_floor without the residual, on every seed
+BELOW_FLOOR = 0.2  # Phi_T / Phi_floor with the residual, on every seed
+DOUBLE_LAYERS = 2  # layers where log r_{l+1} / log r_l is measured
+DOUBLES = 2.0  # ... and at least this (doubly exponential decay)
+FLOOR_LAYER, AT_FLOOR = 6, 1e-12  # pure attention's r_l at this layer below this
+SKIP_KEEPS = 0.05  # with skips, r at the last layer above this
+SKIP_STEP = 0.5  # with skips, r_{l+1} / r_l above this
 
 
 #: Typeset scalings and quantities of the table and the claims.
-TAU = {COLLAPSE_SCALING: r"$\tau = d_{QK}$", USUAL_SCALING: r"$\tau = \sqrt{d_{QK}}$",
-       UNSCALED: r"$\tau = 1$"}
+TAU = {
+    COLLAPSE_SCALING: r"$\tau = d_{QK}$",
+    USUAL_SCALING: r"$\tau = \sqrt{d_{QK}}$",
+    UNSCALED: r"$\tau = 1$",
+}
 _ATTN = r"$\sigma_{\min}(\mathrm{Attn}(X))$"
 _RESID = r"$\sigma_{\min}(\mathrm{Attn}(X) + X)$"
 _HALF = r"$\sigma_{\min}(\mathrm{Attn}(X) + X/2)$"
@@ -393,63 +495,155 @@ def checks(result: Result) -> list[Check]:
         Check(f"{tq}: {_ATTN} over {_RESID} {end}", book.ratio, "<", COLLAPSE_RATIO),
         Check("$d_{QK}$ in the last decade", len(book.decade), ">=", DECADE_POINTS),
         Check(f"{tq}: {_ATTN} falls at each", book.falling, "==", True),
-        Check(f"{tq}: slope of $\\log$ {_ATTN} in $\\log d_{{QK}}$ from $2^8$",
-              slope(result), ">", SLOPE_RANGE[0]),
+        Check(
+            f"{tq}: slope of $\\log$ {_ATTN} in $\\log d_{{QK}}$ from $2^8$",
+            slope(result),
+            ">",
+            SLOPE_RANGE[0],
+        ),
         Check("the same slope", slope(result), "<", SLOPE_RANGE[1]),
         Check(f"{tq}: effective rank per sample {end}", float(rank[-1]), "<", RANK_ONE),
-        Check("the same, over its value at a 16 times smaller $d_{QK}$",
-              float(rank[-1] / rank[-5]), "<", 1.0),
-        Check(f"{tq}: largest attention weight times $n$ {end}",
-              float(at[0.0].max_weight[:, -1].mean() * result.settings["n"]), "<",
-              UNIFORM),
-        Check(f"{tq}: {_RESID} {end} over $d_{{QK}} = 1$", float(
-            at[1.0].sigma_min[:, -1].mean() / at[1.0].sigma_min[:, 0].mean()), ">",
-            KEEPS),
-        Check(f"{tq}: {_HALF} over {_ATTN} {end}", float(
-            at[0.5].sigma_min[:, -1].mean() / book.attention.mean()), ">",
-            HALF_RESIDUAL),
-        Check(f"{tu}: smallest over largest {_ATTN} from $d_{{QK}} = 2^6$",
-              float(flat.min() / flat.max()), ">", FLAT),
-        Check(f"{t1}: largest attention weight {end}",
-              float(hard0.max_weight[:, -1].mean()), ">", HARD),
-        Check(f"{_ATTN} under {t1} over {tq}", float(hard.attention.mean()
-                                                   / book.attention.mean()), ">",
-              HARD_OVER_COLLAPSE),
-        Check("bound {eq}`rc-centred` over what it bounds, largest anywhere",
-              bound_excess(result), "<=", 1 + ROUNDING),
-        *[Check(f"{tq}, $\\beta = {b:g}$: the bound over "
+        Check(
+            "the same, over its value at a 16 times smaller $d_{QK}$",
+            float(rank[-1] / rank[-5]),
+            "<",
+            1.0,
+        ),
+        Check(
+            f"{tq}: largest attention weight times $n$ {end}",
+            float(at[0.0].max_weight[:, -1].mean() * result.settings["n"]),
+            "<",
+            UNIFORM,
+        ),
+        Check(
+            f"{tq}: {_RESID} {end} over $d_{{QK}} = 1$",
+            float(at[1.0].sigma_min[:, -1].mean() / at[1.0].sigma_min[:, 0].mean()),
+            ">",
+            KEEPS,
+        ),
+        Check(
+            f"{tq}: {_HALF} over {_ATTN} {end}",
+            float(at[0.5].sigma_min[:, -1].mean() / book.attention.mean()),
+            ">",
+            HALF_RESIDUAL,
+        ),
+        Check(
+            f"{tu}: smallest over largest {_ATTN} from $d_{{QK}} = 2^6$",
+            float(flat.min() / flat.max()),
+            ">",
+            FLAT,
+        ),
+        Check(
+            f"{t1}: largest attention weight {end}",
+            float(hard0.max_weight[:, -1].mean()),
+            ">",
+            HARD,
+        ),
+        Check(
+            f"{_ATTN} under {t1} over {tq}",
+            float(hard.attention.mean() / book.attention.mean()),
+            ">",
+            HARD_OVER_COLLAPSE,
+        ),
+        Check(
+            "bound {eq}`rc-centred` over what it bounds, largest anywhere",
+            bound_excess(result),
+            "<=",
+            1 + ROUNDING,
+        ),
+        *[
+            Check(
+                f"{tq}, $\\beta = {b:g}$: the bound over "
                 f"$\\beta\\,\\sigma_{{\\min}}(\\tilde X)$ {end}, smallest",
-                float(tight[b]), ">", TIGHT) for b in (1.0, 0.5)],
-        Check(f"{tq}, $\\beta = 1$: the bound {end}, smallest",
-              float(at[1.0].centred_lower[:, -1].min()), ">", 0.0),
-        Check(r"$\sigma_{\min}(\tilde X) / \sigma_{\min}(X)$, smallest",
-              float((centred / np.asarray(result.inputs.sigma_min)).min()), ">",
-              CENTRED),
-        Check(f"{tu}, $\\beta = 1$: the bound {end}, largest", float(
-            point(result, USUAL_SCALING, 1.0).centred_lower[:, -1].max()), "<", 0.0),
-        Check("GD records every step", {r.loss.shape[1] for r in result.training}
-              == {result.settings["train_steps"] + 1}, "==", True),
-        Check(r"GD, $\beta = 1$: $\Phi_T / \Phi_0$, largest", float(start[1.0].max()),
-              "<", FALLS),
-        Check(r"GD, $\beta = 0$: $\Phi_T / \Phi_0$, smallest", float(start[0.0].min()),
-              ">", STAYS),
-        Check(r"GD: $\sigma_{\min}(Z_t)$, largest at $\beta = 0$ over smallest at "
-              r"$\beta = 1$", float(run[0.0].sigma_min.max()
-                                    / run[1.0].sigma_min.min()), "<", SEPARATED),
-        Check(f"GD, $\\beta = 0$: {ratio}, smallest",
-              float(final_over_floor(result, 0.0).min()), ">", STALLED),
-        Check(f"GD, $\\beta = 1$: {ratio}, largest",
-              float(final_over_floor(result, 1.0).max()), "<", BELOW_FLOOR),
-        Check("depth: layers of doubly exponential decay", len(exps), ">=",
-              DOUBLE_LAYERS),
-        Check(r"depth: $\log r_{l+1} / \log r_l$ there, smallest",
-              min(exps, default=0.0), ">=", DOUBLES),
-        Check(f"depth: $r_{{{FLOOR_LAYER}}}$ without skips (geometric mean)",
-              float(pure[FLOOR_LAYER]), "<", AT_FLOOR),
-        Check(f"depth: $r_{{{len(skip) - 1}}}$ with skips (geometric mean)",
-              float(skip[-1]), ">", SKIP_KEEPS),
-        Check(r"depth: $r_{l+1} / r_l$ with skips, smallest",
-              float((skip[1:] / skip[:-1]).min()), ">", SKIP_STEP),
+                float(tight[b]),
+                ">",
+                TIGHT,
+            )
+            for b in (1.0, 0.5)
+        ],
+        Check(
+            f"{tq}, $\\beta = 1$: the bound {end}, smallest",
+            float(at[1.0].centred_lower[:, -1].min()),
+            ">",
+            0.0,
+        ),
+        Check(
+            r"$\sigma_{\min}(\tilde X) / \sigma_{\min}(X)$, smallest",
+            float((centred / np.asarray(result.inputs.sigma_min)).min()),
+            ">",
+            CENTRED,
+        ),
+        Check(
+            f"{tu}, $\\beta = 1$: the bound {end}, largest",
+            float(point(result, USUAL_SCALING, 1.0).centred_lower[:, -1].max()),
+            "<",
+            0.0,
+        ),
+        Check(
+            "GD records every step",
+            {r.loss.shape[1] for r in result.training}
+            == {result.settings["train_steps"] + 1},
+            "==",
+            True,
+        ),
+        Check(
+            r"GD, $\beta = 1$: $\Phi_T / \Phi_0$, largest",
+            float(start[1.0].max()),
+            "<",
+            FALLS,
+        ),
+        Check(
+            r"GD, $\beta = 0$: $\Phi_T / \Phi_0$, smallest",
+            float(start[0.0].min()),
+            ">",
+            STAYS,
+        ),
+        Check(
+            r"GD: $\sigma_{\min}(Z_t)$, largest at $\beta = 0$ over smallest at "
+            r"$\beta = 1$",
+            float(run[0.0].sigma_min.max() / run[1.0].sigma_min.min()),
+            "<",
+            SEPARATED,
+        ),
+        Check(
+            f"GD, $\\beta = 0$: {ratio}, smallest",
+            float(final_over_floor(result, 0.0).min()),
+            ">",
+            STALLED,
+        ),
+        Check(
+            f"GD, $\\beta = 1$: {ratio}, largest",
+            float(final_over_floor(result, 1.0).max()),
+            "<",
+            BELOW_FLOOR,
+        ),
+        Check(
+            "depth: layers of doubly exponential decay", len(exps), ">=", DOUBLE_LAYERS
+        ),
+        Check(
+            r"depth: $\log r_{l+1} / \log r_l$ there, smallest",
+            min(exps, default=0.0),
+            ">=",
+            DOUBLES,
+        ),
+        Check(
+            f"depth: $r_{{{FLOOR_LAYER}}}$ without skips (geometric mean)",
+            float(pure[FLOOR_LAYER]),
+            "<",
+            AT_FLOOR,
+        ),
+        Check(
+            f"depth: $r_{{{len(skip) - 1}}}$ with skips (geometric mean)",
+            float(skip[-1]),
+            ">",
+            SKIP_KEEPS,
+        ),
+        Check(
+            r"depth: $r_{l+1} / r_l$ with skips, smallest",
+            float((skip[1:] / skip[:-1]).min()),
+            ">",
+            SKIP_STEP,
+        ),
     ]
 
 
@@ -462,11 +656,14 @@ def claims(result: Result) -> list[Claim]:
 
     def reading(c: Collapse) -> str:
         trend = "falling" if c.falling else "not falling"
-        return (f"{fmt(*mean_se(c.attention))} under {TAU[c.scaling]} ({c.ratio:.1e} "
-                f"of {_RESID}, {trend})")
+        return (
+            f"{fmt(*mean_se(c.attention))} under {TAU[c.scaling]} ({c.ratio:.1e} "
+            f"of {_RESID}, {trend})"
+        )
 
     spectral = Claim(
-        "rank-collapse", r"Rank collapse as $d_{QK} \to \infty$",
+        "rank-collapse",
+        r"Rank collapse as $d_{QK} \to \infty$",
         r"without the residual the attention output collapses as $d_{QK} \to \infty$, "
         rf"{_ATTN} $\to 0$; with it, $Z = \mathrm{{Attn}}(X) + X$ keeps "
         r"$\sigma_{\min}(Z) > 0$",
@@ -478,27 +675,35 @@ def claims(result: Result) -> list[Claim]:
         r"the limit needs scores whose variance $d_{QK} s^4 \|x\|^2 \|y\|^2 / \tau^2$ "
         r"(eq. {eq}`rc-variance`) vanishes: with $s = 1/\sqrt d$ that is the book's "
         r"$\tau = d_{QK}$; the usual $\tau = \sqrt{d_{QK}}$ "
-        + ("collapses too" if usual.collapses else "keeps it of order one and does "
-           "not collapse") + r"; the paper's $\tau$ and $s$ are not public",
+        + (
+            "collapses too"
+            if usual.collapses
+            else "keeps it of order one and does not collapse"
+        )
+        + r"; the paper's $\tau$ and $s$ are not public",
         rule=f"collapse: at the largest $d_{{QK}}$ the seed mean of {_ATTN} is below "
-             f"{COLLAPSE_RATIO:g} of that of {_RESID} and falls at each $d_{{QK}}$ of "
-             "the last decade; the residual: the bound {eq}`rc-centred` holds "
-             "everywhere and is positive on every seed; a stated deviation unless "
-             r"$\tau = \sqrt{d_{QK}}$ collapses too")
+        f"{COLLAPSE_RATIO:g} of that of {_RESID} and falls at each $d_{{QK}}$ of "
+        "the last decade; the residual: the bound {eq}`rc-centred` holds "
+        "everywhere and is positive on every seed; a stated deviation unless "
+        r"$\tau = \sqrt{d_{QK}}$ collapses too",
+    )
     s, n = result.settings, len(result.settings["train_seeds"])
     gd = compare(final_over_floor(result, 1.0), final_over_floor(result, 0.0))
     training = Claim(
-        "rank-collapse-gd", "Gradient descent from the collapse",
+        "rank-collapse-gd",
+        "Gradient descent from the collapse",
         "in the collapse the problem is ill-conditioned: without the residual gradient "
         "descent stalls, with it the loss keeps falling",
         r"$\Phi_T / \Phi_{\mathrm{floor}}$ "
         rf"after $T = {s['train_steps']}$ steps at "
         rf"$\mu = {s['train_mu']:g}$, $d_{{QK}} = {s['train_d_qk']}$, "
-        r"$\tau = d_{QK}$; " + gd.text(r"$\beta = 1$:", r"$\beta = 0$:")
+        r"$\tau = d_{QK}$; "
+        + gd.text(r"$\beta = 1$:", r"$\beta = 0$:")
         + f" (mean ± s.e., {n} seeds)",
         decide(gd.outcome, deviation=True),
         r"the collapse exists only under the book's $\tau = d_{QK}$ (row above); the "
         "activation, the sizes and the step are the book's",
         rule=rule_text(n) + r"; $\Phi_{\mathrm{floor}}$ is the least loss of outputs "
-                            "that are constant over each sample's tokens")
+        "that are constant over each sample's tokens",
+    )
     return [spectral, training]

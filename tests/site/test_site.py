@@ -1,19 +1,22 @@
-"""The built website, as a reader's browser sees it: headless Chrome or Chromium over every page.
+"""The built website, as a reader's browser sees it: headless Chrome or Chromium over
+every page.
 
 Runs after ``jupyter-book build`` (the test command's last stage). The site in
-``_build/html`` (or ``$RCUTIL_SITE_DIR``) is served on 127.0.0.1 and each page is checked for:
-no console errors; typeset math (MathJax output present, no raw ``$$`` left); no TeX source
-(``\\to``, ``_{``, ``$``, ...) in the text outside typeset math and code, in the page or in its
-title; printed outputs no wider than the column; images that load, with alt text that says
-what they show (not a file path); internal links whose page and anchor exist; numbered
-references (figures, equations, theorems) that resolve; code lines of at most 88 characters;
-no template or code text in the prose (``seed(s)``, ``{a/b}``, ``: True``, a backticked
-constant name, an equation's label where its number belongs); a description for search
-engines. Then, as on a phone (390 px wide) and in print: nothing wider than the page, and
-every equation or table wider than its column scrolls in a box that shows it does. A
-screenshot of every page at 1366 and at 390 px goes to ``_build/screenshots``. The browser and
-its driver are the ones :mod:`chrome` finds (``tests/site/chrome.py``).
+``_build/html`` (or ``$RCUTIL_SITE_DIR``) is served on 127.0.0.1 and each page is
+checked for: no console errors; typeset math (MathJax output present, no raw ``$$``
+left); no TeX source (``\\to``, ``_{``, ``$``, ...) in the text outside typeset math and
+code, in the page or in its title; printed outputs no wider than the column; images that
+load, with alt text that says what they show (not a file path); internal links whose
+page and anchor exist; numbered references (figures, equations, theorems) that resolve;
+code lines of at most 88 characters; no template or code text in the prose (``seed(s)``,
+``{a/b}``, ``: True``, a backticked constant name, an equation's label where its number
+belongs); a description for search engines. Then, as on a phone (390 px wide) and in
+print: nothing wider than the page, and every equation or table wider than its column
+scrolls in a box that shows it does. A screenshot of every page at 1366 and at 390 px
+goes to ``_build/screenshots``. The browser and its driver are the ones :mod:`chrome`
+finds (``tests/site/chrome.py``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,7 +40,8 @@ REDIRECT = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', re
 
 
 def site_pages() -> list[str]:
-    """Every content page of the site (redirect stubs such as index.html are tested apart)."""
+    """Every content page of the site (redirect stubs such as index.html are tested
+    apart)."""
     if not (SITE / "index.html").is_file():
         return []
     pages = []
@@ -80,10 +84,19 @@ def browser(tmp_path_factory):
         pytest.fail(str(exc), pytrace=False)
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,1600",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1600",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(chromedriver), options=options)
@@ -94,7 +107,9 @@ def browser(tmp_path_factory):
 
 
 def test_site_was_built():
-    assert (SITE / "index.html").is_file(), f"no built site in {SITE}: run `make build-ci` first"
+    assert (SITE / "index.html").is_file(), (
+        f"no built site in {SITE}: run `make build-ci` first"
+    )
     assert len(PAGES) >= 3, PAGES
 
 
@@ -167,7 +182,8 @@ const start = Date.now();
 #: TeX source that a reader must never see as text: a command (``\\to``, ``\\infty``), a
 #: braced sub- or superscript (``d_{QK}``), a dollar sign (unparsed inline math).
 TEX_SOURCE = re.compile(r"\\[A-Za-z]+|[_^]\{|\$")
-#: Where the text may hold TeX legitimately: code, scripts, and math that MathJax typeset.
+#: Where the text may hold TeX legitimately: code, scripts, and math that MathJax
+#: typeset.
 NOT_PROSE = "pre, code, kbd, samp, script, style, noscript, textarea, mjx-container"
 
 PAGE_FACTS = """
@@ -225,10 +241,21 @@ return {
 
 
 def test_tex_source_pattern():
-    """The pattern of the raw-TeX check finds what a reader must not see, and only that."""
-    for raw in ("Rank collapse as d_{QK} \\to \\infty, with", "\\sigma_{\\min}(Z)", "cost $5", "x^{2}"):
+    """The pattern of the raw-TeX check finds what a reader must not see, and only
+    that."""
+    for raw in (
+        "Rank collapse as d_{QK} \\to \\infty, with",
+        "\\sigma_{\\min}(Z)",
+        "cost $5",
+        "x^{2}",
+    ):
         assert TEX_SOURCE.search(raw), raw
-    for prose in ("Rank collapse as d_QK grows", "σ_min(Z) at β = 0.5", "Φ(θ_t) ≤ (1 − μα) Φ(θ_0)", "e^x"):
+    for prose in (
+        "Rank collapse as d_QK grows",
+        "σ_min(Z) at β = 0.5",
+        "Φ(θ_t) ≤ (1 − μα) Φ(θ_0)",
+        "e^x",
+    ):
         assert not TEX_SOURCE.search(prose), prose
 
 
@@ -250,8 +277,10 @@ def _target_exists(url: str, page_cache: dict) -> bool:
 
 #: Template or code text that must not reach the prose: "seed(s)", "{0.0001/0.0003}",
 #: "...: True", an equation's label where its number belongs ("eq. model-z").
-TEMPLATE_TEXT = re.compile(r"\b\w+\(s\)|\{[^{}\s]*/[^{}\s]*\}|:\s(?:True|False)\b|"
-                           r"\beqs?\.\s+[a-z]+(?:-[a-z0-9]+)+\b")
+TEMPLATE_TEXT = re.compile(
+    r"\b\w+\(s\)|\{[^{}\s]*/[^{}\s]*\}|:\s(?:True|False)\b|"
+    r"\beqs?\.\s+[a-z]+(?:-[a-z0-9]+)+\b"
+)
 #: An alt text that is a file name or path, not a description.
 PATH_LIKE = re.compile(r"^\S*[/\\]\S*$|\.(svg|png|jpe?g|gif)$", re.I)
 
@@ -280,22 +309,32 @@ return {pageWidth: document.documentElement.scrollWidth, windowWidth: window.inn
 
 
 def layout(browser, width: int, page: str, media: str = "screen") -> dict:
-    """Nothing wider than the page, and no equation or table cut off, at ``width`` px."""
+    """Nothing wider than the page, and no equation or table cut off, at ``width``
+    px."""
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": media})
     browser.set_window_size(width, 1600)
-    browser.execute_async_script("requestAnimationFrame(() => setTimeout(arguments[0], 150))")
+    browser.execute_async_script(
+        "requestAnimationFrame(() => setTimeout(arguments[0], 150))"
+    )
     facts = browser.execute_script(LAYOUT_FACTS)
     where = f"{page} at {width} px ({media})"
-    assert facts["pageWidth"] <= facts["windowWidth"] + 1, \
+    assert facts["pageWidth"] <= facts["windowWidth"] + 1, (
         f"{where}: the page scrolls sideways ({facts['pageWidth']} px)"
-    assert not facts["cut"], f"{where}: wider than the column with no scroll box: {facts['cut']}"
+    )
+    assert not facts["cut"], (
+        f"{where}: wider than the column with no scroll box: {facts['cut']}"
+    )
     return facts
 
 
 def test_the_layout_check_finds_what_is_cut_off():
-    assert TEMPLATE_TEXT.search("2 seed(s)") and TEMPLATE_TEXT.search("{0.0001/0.0003/0.001}")
+    assert TEMPLATE_TEXT.search("2 seed(s)") and TEMPLATE_TEXT.search(
+        "{0.0001/0.0003/0.001}"
+    )
     assert TEMPLATE_TEXT.search("holds: True") and TEMPLATE_TEXT.search("(eq. model-z)")
-    assert not TEMPLATE_TEXT.search("the seeds (three of them) at eq. (4): true to within 1e-3")
+    assert not TEMPLATE_TEXT.search(
+        "the seeds (three of them) at eq. (4): true to within 1e-3"
+    )
     assert PATH_LIKE.search("_images/abc123.svg") and PATH_LIKE.search("fig.png")
     assert not PATH_LIKE.search("Loss against GD step for each residual strength")
 
@@ -309,38 +348,64 @@ def test_page(page, server, browser):
     facts = browser.execute_script(PAGE_FACTS, TEX_SOURCE.pattern, NOT_PROSE)
 
     SHOTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")))
+    browser.save_screenshot(
+        str(SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png"))
+    )
 
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, f"{page}: console errors {errors}"
 
     if facts["mathSource"]:
-        assert facts["mathTypeset"] > 0, f"{page}: math is present but MathJax typeset none of it"
+        assert facts["mathTypeset"] > 0, (
+            f"{page}: math is present but MathJax typeset none of it"
+        )
     assert not facts["rawDisplayMath"], f"{page}: raw $$ left in the text"
     raw_tex = [t for t in facts["rawTex"] if TEX_SOURCE.search(t)]
-    assert not raw_tex, (f"{page}: TeX source shown as text (a title with math used as link text? "
-                         f"give the reference plain link text): {raw_tex}")
-    assert not TEX_SOURCE.search(facts["title"]), f"{page}: TeX source in the page title {facts['title']!r}"
-    for licence in ("BSD 3-Clause", "CC BY-SA 4.0"):   # LICENSE and LICENSE-text.md, stated on every page
-        assert licence in facts["footer"], f"{page}: the footer does not state the licence {licence}"
-    assert not facts["wideOutputs"], (f"{page}: printed lines wider than the column (print a "
-                                      f"table or shorter lines): {facts['wideOutputs']}")
+    assert not raw_tex, (
+        f"{page}: TeX source shown as text (a title with math used as link text? "
+        f"give the reference plain link text): {raw_tex}"
+    )
+    assert not TEX_SOURCE.search(facts["title"]), (
+        f"{page}: TeX source in the page title {facts['title']!r}"
+    )
+    for licence in (
+        "BSD 3-Clause",
+        "CC BY-SA 4.0",
+    ):  # LICENSE and LICENSE-text.md, stated on every page
+        assert licence in facts["footer"], (
+            f"{page}: the footer does not state the licence {licence}"
+        )
+    assert not facts["wideOutputs"], (
+        f"{page}: printed lines wider than the column (print a "
+        f"table or shorter lines): {facts['wideOutputs']}"
+    )
 
     broken_images = [i["src"] for i in facts["images"] if not i["ok"]]
     assert not broken_images, f"{page}: images that do not load: {broken_images}"
-    bad_alt = [i["src"] for i in facts["images"] if i["inArticle"] and
-               (not i["alt"].strip() or PATH_LIKE.search(i["alt"].strip()))]
-    assert not bad_alt, f"{page}: figures whose alt text is empty or a file path: {bad_alt}"
-    assert not facts["longCode"], f"{page}: code lines over 88 characters: {facts['longCode'][:3]}"
+    bad_alt = [
+        i["src"]
+        for i in facts["images"]
+        if i["inArticle"]
+        and (not i["alt"].strip() or PATH_LIKE.search(i["alt"].strip()))
+    ]
+    assert not bad_alt, (
+        f"{page}: figures whose alt text is empty or a file path: {bad_alt}"
+    )
+    assert not facts["longCode"], (
+        f"{page}: code lines over 88 characters: {facts['longCode'][:3]}"
+    )
     template = sorted(set(m.group() for m in TEMPLATE_TEXT.finditer(facts["prose"])))
     assert not template, f"{page}: template or code text in the prose: {template}"
-    assert not facts["constants"], f"{page}: constant names in the prose (say the value): " \
-                                   f"{facts['constants']}"
+    assert not facts["constants"], (
+        f"{page}: constant names in the prose (say the value): {facts['constants']}"
+    )
     assert len(facts["description"]) >= 40, f"{page}: no description for search engines"
 
     cache: dict = {}
     internal = [l for l in facts["links"] if l["href"].startswith(server)]
-    broken = sorted({l["href"] for l in internal if not _target_exists(l["href"], cache)})
+    broken = sorted(
+        {l["href"] for l in internal if not _target_exists(l["href"], cache)}
+    )
     assert not broken, f"{page}: internal links without a target: {broken}"
 
     unresolved = [r for r in facts["numrefs"] if not _target_exists(r["href"], cache)]
@@ -349,42 +414,56 @@ def test_page(page, server, browser):
     # as on a phone, and in print (an A4 page is about 700 px wide inside its margins)
     layout(browser, 1366, page)
     layout(browser, 390, page)
-    browser.save_screenshot(str(SHOTS / (page.replace("/", "__").removesuffix(".html") + "-390.png")))
+    browser.save_screenshot(
+        str(SHOTS / (page.replace("/", "__").removesuffix(".html") + "-390.png"))
+    )
     layout(browser, 700, page, media="print")
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "screen"})
     browser.set_window_size(1280, 1600)
 
-    # launch buttons open the published notebook of this very chapter, never the .md source
+    # launch buttons open the published notebook of this very chapter, never the .md
+    # source
     stem = Path(page).stem
     for l in facts["links"]:
         if "colab.research.google.com" in l["href"] or "mybinder.org" in l["href"]:
-            assert l["href"].endswith(f"book/{stem}.ipynb") and "/notebooks" in l["href"], l["href"]
+            assert (
+                l["href"].endswith(f"book/{stem}.ipynb") and "/notebooks" in l["href"]
+            ), l["href"]
             assert (ROOT / "book" / f"{stem}.md").is_file()
 
 
 def test_references_are_checked_somewhere():
-    """The reference checks above are not vacuous: the book has figure, equation and theorem refs."""
+    """The reference checks above are not vacuous: the book has figure, equation and
+    theorem refs."""
     patterns = {
         "figure": re.compile(r'class="std std-numref">Fig\. \d+'),
         "equation": re.compile(r'href="[^"]*#equation-[^"]+"'),
         # a link into a theorem, lemma or corollary box (labels *-thm-*, *-lem-*, ...)
-        "theorem": re.compile(r'class="reference internal" href="[^"]*#([a-z]+-)*'
-                              r'(thm|lem|cor)-[^"]+"'),
+        "theorem": re.compile(
+            r'class="reference internal" href="[^"]*#([a-z]+-)*'
+            r'(thm|lem|cor)-[^"]+"'
+        ),
     }
-    found = {kind for page in PAGES for kind, pat in patterns.items()
-             if pat.search((SITE / page).read_text(errors="replace"))}
+    found = {
+        kind
+        for page in PAGES
+        for kind, pat in patterns.items()
+        if pat.search((SITE / page).read_text(errors="replace"))
+    }
     assert found == set(patterns), f"no {set(patterns) - found} references in the site"
 
 
 def test_every_figure_draws_its_text_in_a_font_the_browser_has():
-    """SVG figures keep their text as text; a glyph from a font no browser has (mathtext's
-    sized radical) is drawn misplaced (tests/test_figures.py)."""
+    """SVG figures keep their text as text; a glyph from a font no browser has
+    (mathtext's sized radical) is drawn misplaced (tests/test_figures.py)."""
     import sys
 
     sys.path.insert(0, str(ROOT / "tests"))
     from test_figures import font_families
 
-    figures = sorted((SITE / "_images").glob("*.svg")) if (SITE / "_images").is_dir() else []
+    figures = (
+        sorted((SITE / "_images").glob("*.svg")) if (SITE / "_images").is_dir() else []
+    )
     if not figures:
         pytest.skip("no SVG figure in the built site")
     odd = {}
@@ -393,4 +472,7 @@ def test_every_figure_draws_its_text_in_a_font_the_browser_has():
         bad = sorted(f for f in families if not f.startswith("'DejaVu Sans'"))
         if bad:
             odd[path.name] = bad
-    assert not odd, f"figures that name fonts a browser lacks (avoid \\sqrt and other sized glyphs): {odd}"
+    assert not odd, (
+        "figures that name fonts a browser lacks (avoid \\sqrt and other sized "
+        f"glyphs): {odd}"
+    )
