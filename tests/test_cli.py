@@ -410,8 +410,9 @@ def test_ctrl_c_once_torch_loads_or_later_is_one_line(tmp_path, after):
     time.sleep(after)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
-    if proc.returncode == 0 and after:
-        return  # it was faster than the signal
+    written = (tmp_path / "out" / "model.json").is_file()
+    if after and written and proc.returncode in (0, -signal.SIGINT):
+        return  # it was faster than the signal: done, or exiting when it came
     assert proc.returncode == 130, stderr
     assert one_line_error((proc.returncode, stderr)) == "python -m rcutil: interrupted"
 

@@ -21,7 +21,9 @@ build_notebooks = importlib.util.module_from_spec(spec)
 sys.modules["build_notebooks"] = build_notebooks
 spec.loader.exec_module(build_notebooks)
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-MYST = re.compile(r"\{[\w:-]+\}`|```\{|:::\{|^\([\w-]+\)=\s*$|\$\$\s*\([\w-]+\)", re.M)
+MYST = re.compile(
+    r"\{[\w:-]+\}`|```\{|:::\{|^\([\w-]+\)=\s*$|\$\$[ \t]*\([\w-]+\)", re.M
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +76,8 @@ def test_the_myst_pattern_finds_myst():
     ):
         assert MYST.search(source), source
     assert not MYST.search("plain $x$ and `code` and (a) = b")
+    # a display's end followed by a paragraph that starts with an item number
+    assert not MYST.search("$$\n\n(3) The triangle inequality")
 
 
 @pytest.mark.slow
