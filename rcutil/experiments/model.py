@@ -289,24 +289,24 @@ def checks(result: Result) -> list[Check]:
 
 
 def claims(result: Result) -> list[Claim]:
-    """ "The model is the paper's": every acceptance check of the chapter holds."""
+    """The claim "the model is the paper's": every acceptance check of the chapter
+    holds."""
     fd = max(result.finite_difference_rel_error.values())
     diff = max(v.max_abs_diff for v in result.variants)
     return [
         Claim(
             "model",
             "The model",
-            "F(X) = (FFN(Attn(X) + X) + Attn(X) + X) W_U, softmax attention, Lipschitz "
-            "FFN; "
-            "residual-strength variant with beta in [0, 1]; loss 1/2 ||F - Y||^2, "
-            "plain GD",
+            r"$F(X) = (\mathrm{FFN}(\mathrm{Attn}(X) + X) + \mathrm{Attn}(X) + X)W_U$, "
+            r"softmax attention, a Lipschitz FFN; a residual strength "
+            r"$\beta\in[0, 1]$; the loss $\frac12\|F - Y\|_F^2$, plain GD",
             f"gradients match finite differences to {fd:.1e} (relative) in every "
-            "block; beta = 1 "
-            f"and beta = 0 match the formulas written out to {diff:.1e}",
+            rf"block; $\beta = 1$ and $\beta = 0$ match the formulas written out to "
+            f"{diff:.1e}",
             status(all(c.ok for c in checks(result)), deviation=True),
-            "the equations are the paper's; activation (tanh), temperature "
-            "(sqrt(d_QK)), "
-            "initialisation and where beta enters a deep model are the book's choices",
+            r"the equations are the paper's; the activation ($\tanh$), the temperature "
+            r"($\sqrt{d_{QK}}$), the initialisation and where $\beta$ enters a deep "
+            r"model are the book's choices",
             rule="every acceptance check of the chapter holds",
         )
     ]
