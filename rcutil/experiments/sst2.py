@@ -586,7 +586,7 @@ def claims(result: Result) -> list[rules.Claim]:
     claim_lower = rules.Claim(
         "sst2-lower",
         "SST-2: residuals give lower training error at every depth",
-        "with residuals the training error is lower at every depth L = 2, 6, 10",
+        "with residuals the training error is lower at every depth $L = 2, 6, 10$",
         "; ".join(f"L = {L}: {c.text('w', 'wo')}" for L, c in lower.items()),
         rules.decide(
             all_of(c.outcome for c in lower.values()), deviation=deviation, floor=floor
@@ -605,7 +605,7 @@ def claims(result: Result) -> list[rules.Claim]:
     )
     claim_depth = rules.Claim(
         "sst2-depth",
-        "SST-2: with residuals the error keeps falling as L grows",
+        "SST-2: with residuals the error keeps falling as $L$ grows",
         "with residuals, deeper models reach a lower training error",
         f"w: {errors(w)}; {steps}",
         rules.decide(
