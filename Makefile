@@ -137,7 +137,7 @@ browser-deps:
 ## the built site in headless Chrome or Chromium
 site: browser-deps
 	RCUTIL_SITE_DIR='$(abspath $(OUT)/_build/html)' '$(BIN)/python' -m pytest -q \
-	  -p no:cacheprovider tests/site
+	  -n 2 -p no:cacheprovider tests/site
 
 clean:
 	rm -rf _build
