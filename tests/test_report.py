@@ -11,9 +11,9 @@ from rcutil.claims import DEVIATION, Claim
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_registry_lists_every_experiment_module_in_book_order():
+def test_registry_lists_every_experiment_package_in_book_order():
     folder = Path(experiments.__file__).parent
-    files = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    files = sorted(p.parent.name for p in folder.glob("*/__init__.py"))
     entries = experiments.registry()
     assert sorted(e.module.rsplit(".", 1)[-1] for e in entries) == files
     assert {
@@ -36,7 +36,7 @@ def test_registry_lists_every_experiment_module_in_book_order():
 def test_report_statuses_are_the_chapters_own_claims(monkeypatch):
     made = {}
     for e in experiments.registry():
-        module = experiments.load(e.name)
+        module = experiments.verdicts(e.name)
 
         def claims(result, name=e.name):
             row = Claim(
@@ -60,11 +60,41 @@ def test_report_statuses_are_the_chapters_own_claims(monkeypatch):
 
 def test_links_to_chapters_carry_plain_text():
     row = Claim("k", "c", "p", "1", DEVIATION, "r", chapter="rank-collapse")
-    table = report.markdown_table([row], short=True)
+    table = report.table([row], short=True).markdown()
     title = experiments.entry("rank-collapse").title
     assert f"{{ref}}`{title} <rank-collapse>`" in table and not re.search(
         r"[$\\{}]", title
     )
+
+
+def test_a_module_or_a_package_without_verdicts_is_refused(tmp_path, monkeypatch):
+    for name, files in (
+        ("loose", {"loose.py": "SETTINGS = {}"}),
+        ("bare", {"bare/__init__.py": "SETTINGS = Result = run = None"}),
+        (
+            "half",
+            {
+                "half/__init__.py": "SETTINGS = Result = run = None",
+                "half/verdicts.py": "def claims(result): return []",
+            },
+        ),
+    ):
+        folder = tmp_path / name
+        for rel, text in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text)
+        monkeypatch.setattr(experiments, "__path__", [str(folder)])
+        experiments.registry.cache_clear()
+        words = {
+            "loose": "is a package",
+            "bare": "verdicts.py",
+            "half": "verdicts.checks",
+        }[name]
+        try:
+            with pytest.raises(TypeError, match=words):
+                experiments.registry()
+        finally:
+            experiments.registry.cache_clear()
 
 
 def test_a_chapter_title_with_math_is_refused(tmp_path):

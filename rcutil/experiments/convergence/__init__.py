@@ -19,16 +19,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import results
-from ..certificate import best_certificate
-from ..checks import Check
-from ..claims import Claim, status
-from ..linalg import singular_values
-from ..model import Transformer
-from ..progress import steps
-from ..threads import torch_threads
-from ..tightness import measure
-from ..train import gradient_descent
+from ... import results
+from ...certificate import best_certificate
+from ...checks import Check
+from ...claims import Claim, status
+from ...linalg import singular_values
+from ...model import Transformer
+from ...progress import steps
+from ...threads import torch_threads
+from ...tightness import measure
+from ...train import gradient_descent
 
 _INSTANCE = dict(
     N=4,

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import results, spectra
-from ..checks import Check
-from ..claims import Claim, compare, decide, fmt, mean_se, rule_text, status
-from ..linalg import sigma_min
-from ..model import Transformer, attention, attention_weights, block, squared_loss
-from ..progress import steps as loop
-from ..spectra import SCALINGS, spectrum, temperature
-from ..threads import torch_threads
-from ..train import TrainingDiverged
+from ... import results, spectra
+from ...checks import Check
+from ...claims import Claim, compare, decide, fmt, mean_se, rule_text, status
+from ...linalg import sigma_min
+from ...model import Transformer, attention, attention_weights, block, squared_loss
+from ...progress import steps as loop
+from ...spectra import SCALINGS, spectrum, temperature
+from ...threads import torch_threads
+from ...train import TrainingDiverged
 
 #: The scaling under which the attention output collapses as d_QK grows (eq.
 #: ``rc-variance``), the usual one, and unscaled scores.

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import claims as rules
-from .. import hessian, jena_data, results
-from ..checks import Check
-from ..claims import Claim, Comparison, Trend, compare, decide, fmt, mean_se, trend
-from ..model import Stack, Transformer, batched_loss, stack
-from ..rounding import READINGS, FloorFactor, eps, floor_factors, reading_spectra
-from ..threads import torch_threads
-from ..train import batched_adam, batched_gradient_descent
-from ..validate import device as check_device
+from ... import claims as rules
+from ... import hessian, jena_data, results
+from ...checks import Check
+from ...claims import Claim, Comparison, Trend, compare, decide, fmt, mean_se, trend
+from ...model import Stack, Transformer, batched_loss, stack
+from ...rounding import READINGS, FloorFactor, eps, floor_factors, reading_spectra
+from ...threads import torch_threads
+from ...train import batched_adam, batched_gradient_descent
+from ...validate import device as check_device
 
 #: The one number of the experiment the paper makes public: min_t sigma_min^2(Z_t) /
 #: max_t ||Z_t|| at beta = 0 (its norm and precision are not stated).
