@@ -1,4 +1,4 @@
-"""rcutil.jena_data on files the tests write (benchmarks/synthetic_jena.py): parsing,
+"""rcutil.jena_data on files the tests write (tests/synthetic_jena.py): parsing,
 error paths and their advice, cleaning, sentinels, normalisation, the 154-row excerpt
 derived from a download on a fresh machine, the full file's checksum recorded on its
 first download, and the ``book``-profile pipeline end to end on a generated file of the
@@ -26,7 +26,7 @@ T = jd.FEATURES.index("T (degC)")
 
 def write_csv(path, rows: int, *, seed=0, sentinels=(), header=None, newline="\n"):
     """A file in the canonical format with physically consistent values (see
-    benchmarks/synthetic_jena.py); ``sentinels``: (row, column) set to -9999."""
+    tests/synthetic_jena.py); ``sentinels``: (row, column) set to -9999."""
     times, vals = sj.synthetic_series(rows, seed=seed)
     for r, c in sentinels:
         vals[r, c] = jd.SENTINEL
