@@ -128,8 +128,14 @@ def only_definitions(source: str, names: list[str]) -> str:
     return "".join(out)
 
 
+def work_folder(module: str) -> Path:
+    """The work folder of ``module``, named by its path below ``rcutil``
+    (``rcutil/experiments/jena/verdicts.py`` -> ``experiments.jena.verdicts``)."""
+    return WORK / ".".join(Path(module).with_suffix("").parts[1:])
+
+
 def prepare(module: str, tests: list[str], keep: bool) -> Path:
-    work = WORK / Path(module).stem
+    work = work_folder(module)
     if not keep and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
@@ -313,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             continue
         t0 = time.perf_counter()
-        resume = args.keep and (WORK / Path(module).stem / "mutants").is_dir()
+        resume = args.keep and (work_folder(module) / "mutants").is_dir()
         work = prepare(module, modules[module], args.keep)
         print(f"== {module}: mutmut with {', '.join(modules[module])}", flush=True)
         again = (

@@ -223,10 +223,10 @@ def _statements(node: ast.AST):
 
 # ------------------------------------------------------------------------- the entries
 CERT, BOUNDS, TIGHT = "rcutil/certificate.py", "rcutil/bounds.py", "rcutil/tightness.py"
-LIP = "rcutil/experiments/lipschitz.py"
-SV = "rcutil/experiments/singular_values.py"
-JENA = "rcutil/experiments/jena.py"
-CONV = "rcutil/experiments/convergence.py"
+LIP = "rcutil/experiments/lipschitz/__init__.py"
+SV = "rcutil/experiments/singular_values/verdicts.py"
+JENA = "rcutil/experiments/jena/__init__.py"
+CONV = "rcutil/experiments/convergence/__init__.py"
 #: the statement of feature_jets that composes block l (it holds ``trace[p][l]``)
 BLOCK_STEP = "trace[p][l]"
 

@@ -1,6 +1,7 @@
 """The report joins the experiments' own claims; it adds and changes none."""
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,34 +68,40 @@ def test_links_to_chapters_carry_plain_text():
     )
 
 
-def test_a_module_or_a_package_without_verdicts_is_refused(tmp_path, monkeypatch):
-    for name, files in (
-        ("loose", {"loose.py": "SETTINGS = {}"}),
-        ("bare", {"bare/__init__.py": "SETTINGS = Result = run = None"}),
+@pytest.mark.parametrize(
+    "files, words",
+    [
+        ({"loose.py": "SETTINGS = {}"}, "is a package"),
+        ({"bare/__init__.py": "SETTINGS = Result = run = None"}, "verdicts.py"),
         (
-            "half",
             {
                 "half/__init__.py": "SETTINGS = Result = run = None",
                 "half/verdicts.py": "def claims(result): return []",
             },
+            "verdicts.checks",
         ),
-    ):
-        folder = tmp_path / name
-        for rel, text in files.items():
-            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-            (folder / rel).write_text(text)
-        monkeypatch.setattr(experiments, "__path__", [str(folder)])
+    ],
+    ids=["module", "package-without-verdicts", "verdicts-without-checks"],
+)
+def test_an_experiment_that_is_not_science_and_verdicts_is_refused(
+    files, words, tmp_path, monkeypatch
+):
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    monkeypatch.setattr(experiments, "__path__", [str(tmp_path)])
+    experiments.registry.cache_clear()
+    try:
+        with pytest.raises(TypeError, match=words):
+            experiments.registry()
+    finally:
         experiments.registry.cache_clear()
-        words = {
-            "loose": "is a package",
-            "bare": "verdicts.py",
-            "half": "verdicts.checks",
-        }[name]
-        try:
-            with pytest.raises(TypeError, match=words):
-                experiments.registry()
-        finally:
-            experiments.registry.cache_clear()
+        made = {
+            f"rcutil.experiments.{Path(rel).parts[0].removesuffix('.py')}"
+            for rel in files
+        }
+        for name in [m for m in sys.modules if m.startswith(tuple(made))]:
+            del sys.modules[name]
 
 
 def test_a_chapter_title_with_math_is_refused(tmp_path):
