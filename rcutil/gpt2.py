@@ -417,36 +417,14 @@ def read_hf_gpt2(path: str | Path, n_layer: int) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_hf_gpt2(
-    path: str | Path,
-    n_layer: int,
-    *,
-    residual: bool = True,
-    n_classes: int = 2,
-    seed: int = 0,
-    n_head: int | None = None,
-    config: GPT2Config | None = None,
-) -> GPT2Classifier:
+def load_hf_gpt2(path: str | Path, n_layer: int, **options) -> GPT2Classifier:
     """GPT-2 from a Hugging Face ``model.safetensors`` file, truncated to the first
-    ``n_layer`` blocks.
-
-    Only the tensors of those blocks are read (:func:`read_hf_gpt2`). The sizes come
-    from ``config`` when given (every tensor is then checked against it), else from the
-    tensors; ``n_head`` defaults to ``d / 64`` (the head size of every published GPT-2).
-    The classification head is new and initialised with ``seed``. Errors name the file
-    and the tensor.
-    """
+    ``n_layer`` blocks: :func:`from_hf_state_dict` of the tensors of those blocks alone
+    (:func:`read_hf_gpt2`), with its keyword ``options`` (``residual``, ``n_classes``,
+    ``seed``, ``n_head``, ``config``). Errors name the file and the tensor."""
     path = Path(path)
-    return from_hf_state_dict(
-        read_hf_gpt2(path, n_layer),
-        n_layer,
-        residual=residual,
-        n_classes=n_classes,
-        seed=seed,
-        n_head=n_head,
-        config=config,
-        source=str(path),
-    )
+    state = read_hf_gpt2(path, n_layer)
+    return from_hf_state_dict(state, n_layer, source=str(path), **options)
 
 
 def from_hf_state_dict(

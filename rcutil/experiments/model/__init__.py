@@ -38,18 +38,9 @@ class Settings(profiles.Settings):
 
 
 CI = Settings(
-    N=4,
-    n=6,
-    d=8,
-    d_qk=4,
-    d_F=16,
-    d_out=2,
-    steps=60,
-    mu=2e-3,
-    betas=(0.0, 0.5, 1.0),
-    seed=0,
-    fd_eps=1e-6,
-)
+    N=4, n=6, d=8, d_qk=4, d_F=16, d_out=2,
+    steps=60, mu=2e-3, betas=(0.0, 0.5, 1.0), seed=0, fd_eps=1e-6,
+)  # fmt: skip
 BOOK = replace(CI, N=8, n=8, d=16, d_qk=8, d_F=32, steps=300, mu=1e-3)
 PAPER = replace(CI, N=16, n=16, d=64, d_qk=16, d_F=128, d_out=4, steps=1000, mu=2e-4)
 SETTINGS = {"ci": CI, "book": BOOK, "paper": PAPER}

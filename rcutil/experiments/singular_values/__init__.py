@@ -43,16 +43,9 @@ class Settings(profiles.Settings):
 
 
 CI = Settings(
-    N=4,
-    n=16,
-    d=8,
-    d_qk=8,
-    instances=2000,
-    sweep_instances=200,
-    betas=41,
-    collapsed_d_qk=4096,
-    seed=0,
-)
+    N=4, n=16, d=8, d_qk=8, collapsed_d_qk=4096,
+    instances=2000, sweep_instances=200, betas=41, seed=0,
+)  # fmt: skip
 BOOK = replace(CI, instances=20000, sweep_instances=1000, betas=81)
 PAPER = replace(CI, instances=50000, sweep_instances=5000, betas=101)
 SETTINGS = {"ci": CI, "book": BOOK, "paper": PAPER}

@@ -71,65 +71,29 @@ class Settings(profiles.Settings):
 
 
 CI = Settings(
-    layers=(2, 6, 10),
-    residual=(True, False),
-    max_len=64,
-    warmup=0.1,
-    min_lr_ratio=0.1,
-    weight_decay=0.01,
-    betas=(0.9, 0.999),
-    grad_clip=1.0,
-    data_seed=0,
-    selection_seed=100,
-    inits=("scratch",),
-    d_model=32,
-    n_head=2,
-    d_ff=128,
-    n_train=256,
-    n_train_eval=128,
-    n_dev=128,
-    batch_size=16,
-    steps=40,
-    eval_every=20,
-    lr_grid={"scratch": Rates(w=(1e-3, 3e-3), wo=(1e-3, 3e-3))},
-    seeds=(0, 1),
-    control_seeds=1,
-    precision="float32",
-    threads=1,
-)
+    layers=(2, 6, 10), residual=(True, False), inits=("scratch",),
+    d_model=32, n_head=2, d_ff=128,
+    max_len=64, data_seed=0, n_train=256, n_train_eval=128, n_dev=128,
+    steps=40, batch_size=16, warmup=0.1, min_lr_ratio=0.1, weight_decay=0.01,
+    betas=(0.9, 0.999), grad_clip=1.0, precision="float32", threads=1,
+    lr_grid={"scratch": Rates(w=(1e-3, 3e-3), wo=(1e-3, 3e-3))}, selection_seed=100,
+    eval_every=20, seeds=(0, 1), control_seeds=1,
+)  # fmt: skip
 BOOK = replace(
-    CI,
-    d_model=64,
-    d_ff=256,
-    n_train=4096,
-    n_train_eval=512,
-    n_dev=None,
-    batch_size=32,
-    steps=300,
-    eval_every=50,
+    CI, d_model=64, d_ff=256, n_train=4096, n_train_eval=512, n_dev=None,
+    steps=300, batch_size=32, eval_every=50, seeds=(0, 1, 2, 3, 4), control_seeds=3,
     lr_grid={"scratch": Rates(w=(3e-4, 1e-3, 3e-3), wo=(3e-4, 1e-3, 3e-3))},
-    seeds=(0, 1, 2, 3, 4),
-    control_seeds=3,
-)
+)  # fmt: skip
 # GPT-2 small on every sentence, about two epochs: fine-tuned and from scratch
 PAPER = replace(
-    BOOK,
-    inits=("pretrained", "scratch"),
-    d_model=768,
-    n_head=12,
-    d_ff=3072,
-    n_train=None,
-    n_train_eval=4096,
-    steps=4200,
-    eval_every=300,
+    BOOK, inits=("pretrained", "scratch"), d_model=768, n_head=12, d_ff=3072,
+    n_train=None, n_train_eval=4096, steps=4200, eval_every=300, seeds=(0, 1, 2),
+    precision="bf16", threads=None,
     lr_grid={
         "pretrained": Rates(w=(1e-5, 3e-5, 1e-4), wo=(1e-5, 1e-4, 1e-3)),
         "scratch": Rates(w=(1e-4, 3e-4, 1e-3), wo=(1e-4, 3e-4, 1e-3)),
     },
-    seeds=(0, 1, 2),
-    precision="bf16",
-    threads=None,
-)
+)  # fmt: skip
 SETTINGS = {"ci": CI, "book": BOOK, "paper": PAPER}
 
 
