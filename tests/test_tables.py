@@ -28,8 +28,10 @@ def test_formats_apply_to_numbers_only_and_bools_stay_words():
 
 def test_in_a_chapter_it_is_a_myst_table_with_pipes_escaped():
     t = table(["$\\beta$", "x"], [[0.5, "a | b"], [1, "c"]], [".2f", ""])
-    assert t._repr_markdown_() == t.markdown() == (
-        "| $\\beta$ | x |\n|---|---|\n| 0.50 | a \\| b |\n| 1.00 | c |"
+    assert (
+        t._repr_markdown_()
+        == t.markdown()
+        == ("| $\\beta$ | x |\n|---|---|\n| 0.50 | a \\| b |\n| 1.00 | c |")
     )
     assert table(["a"], [["x \\| y"]]).markdown().endswith("| x \\| y |")
 
