@@ -4,20 +4,20 @@ Chapter :ref:`rank-collapse`. :func:`run` has three parts: :func:`sweep`, sigma_
 effective rank of ``Attn(X) + beta X`` over d_QK under three score scalings (eq.
 ``rc-variance``) with the bound of eq. ``rc-centred``; :func:`train`, GD from the
 collapsed regime with beta = 0 and beta = 1 over seeds; :func:`depth_collapse`, eq.
-``rc-res`` through a stack of attention layers (Dong et al. 2021).
+``rc-res`` through a stack of attention layers (Dong et al. 2021). The checks, the
+claims and the readings of the result that decide them are in
+:mod:`rcutil.experiments.rank_collapse.verdicts`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from ... import results, spectra
-from ...checks import Check
-from ...claims import Claim, compare, decide, fmt, mean_se, rule_text, status
+from ... import profiles, results, spectra
 from ...linalg import sigma_min
 from ...model import Transformer, attention, attention_weights, block, squared_loss
 from ...progress import steps as loop
@@ -30,61 +30,44 @@ from ...train import TrainingDiverged
 COLLAPSE_SCALING, USUAL_SCALING, UNSCALED = "tau=d_qk", "tau=sqrt(d_qk)", "tau=1"
 #: Residual strengths of the sweep (``beta = 0`` is ``Attn(X)`` itself) and of training.
 BETAS, TRAIN_BETAS = (0.0, 0.5, 1.0), (0.0, 1.0)
-#: Relative residuals below this are drawn at it (eq. ``rc-res``).
-RES_FLOOR = 1e-16
 
-# Sizes are the book's choice (the paper's are not public). N < d, so that the stacked
-# (N n) x d attention output can lose rank (its uniform part has rank <= N), and n >= d.
-SETTINGS = {
-    "ci": {
-        "N": 4,
-        "n": 16,
-        "d": 8,
-        "seeds": tuple(range(8)),
-        "max_log2_d_qk": 16,
-        "train_seeds": (0, 1, 2, 3),
-        "train_d_qk": 4096,
-        "train_d_F": 32,
-        "train_d_out": 2,
-        "train_mu": 0.002,
-        "train_steps": 300,
-        "depth_layers": 12,
-        "depth_n": 16,
-        "depth_draws": 16,
-    },
-    "book": {
-        "N": 4,
-        "n": 16,
-        "d": 8,
-        "seeds": tuple(range(16)),
-        "max_log2_d_qk": 18,
-        "train_seeds": tuple(range(8)),
-        "train_d_qk": 4096,
-        "train_d_F": 32,
-        "train_d_out": 2,
-        "train_mu": 0.002,
-        "train_steps": 1000,
-        "depth_layers": 16,
-        "depth_n": 16,
-        "depth_draws": 64,
-    },
-    "paper": {
-        "N": 4,
-        "n": 16,
-        "d": 8,
-        "seeds": tuple(range(32)),
-        "max_log2_d_qk": 20,
-        "train_seeds": tuple(range(16)),
-        "train_d_qk": 4096,
-        "train_d_F": 32,
-        "train_d_out": 2,
-        "train_mu": 0.002,
-        "train_steps": 2000,
-        "depth_layers": 16,
-        "depth_n": 32,
-        "depth_draws": 256,
-    },
-}
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(profiles.Settings):
+    """Sizes of the three parts. They are the book's choice (the paper's are not
+    public): N < d, so that the stacked (N n) x d attention output can lose rank (its
+    uniform part has rank <= N), and n >= d."""
+
+    N: int  #: samples
+    n: int  #: tokens per sample
+    d: int  #: width of a token
+    seeds: tuple[int, ...]  #: seeds of the d_QK sweep
+    max_log2_d_qk: int  #: the sweep runs d_QK = 1, 2, 4, ..., 2^max_log2_d_qk
+    train_seeds: tuple[int, ...]  #: seeds of GD, each beta
+    train_d_qk: int  #: d_QK of GD, in the collapse
+    train_d_F: int  #: width of the FFN of GD
+    train_d_out: int  #: width of GD's targets
+    train_mu: float  #: GD step size
+    train_steps: int  #: GD steps
+    depth_layers: int  #: attention layers of the depth stacks
+    depth_n: int  #: tokens of an input of the depth stacks
+    depth_draws: int  #: inputs (and weights) of the depth stacks
+
+
+CI = Settings(
+    N=4, n=16, d=8, seeds=tuple(range(8)), max_log2_d_qk=16,
+    train_seeds=(0, 1, 2, 3), train_d_qk=4096, train_d_F=32, train_d_out=2,
+    train_mu=0.002, train_steps=300, depth_layers=12, depth_n=16, depth_draws=16,
+)  # fmt: skip
+BOOK = replace(
+    CI, seeds=tuple(range(16)), max_log2_d_qk=18, train_seeds=tuple(range(8)),
+    train_steps=1000, depth_layers=16, depth_draws=64,
+)  # fmt: skip
+PAPER = replace(
+    BOOK, seeds=tuple(range(32)), max_log2_d_qk=20, train_seeds=tuple(range(16)),
+    train_steps=2000, depth_n=32, depth_draws=256,
+)  # fmt: skip
+SETTINGS = {"ci": CI, "book": BOOK, "paper": PAPER}
 
 
 # --------------------------------------------------------------------------- result
@@ -132,6 +115,7 @@ class DepthStack:
 
 @dataclass
 class Result(results.Result):
+    settings: Settings
     d_qk: list[int]
     sweep: list[SweepPoint]
     inputs: Inputs
@@ -156,17 +140,15 @@ def centred_lower_bound(
     return beta * spectrum(centred)["sigma_min"] - spread
 
 
-def sweep(settings: dict, *, progress: bool = False):
+def sweep(settings: Settings, *, progress: bool = False):
     """``(d_qk, points, inputs)``: the sweep over seeds, d_QK, scalings and betas."""
-    d_qk = [2**k for k in range(settings["max_log2_d_qk"] + 1)]
-    d = settings["d"]
+    d_qk = [2**k for k in range(settings.max_log2_d_qk + 1)]
+    d = settings.d
     I = torch.eye(d, dtype=torch.float64)
     found = {name: [] for name in SCALINGS}
     inputs = Inputs([], [], [], [])
-    for seed in loop(
-        settings["seeds"], desc="d_QK sweep", unit="seed", progress=progress
-    ):
-        X = spectra.random_inputs(1, settings["N"], settings["n"], d, seed=seed)
+    for seed in loop(settings.seeds, desc="d_QK sweep", unit="seed", progress=progress):
+        X = spectra.random_inputs(1, settings.N, settings.n, d, seed=seed)
         gen = torch.Generator().manual_seed(10_000 + seed)
         W_V = torch.randn(d, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
         # W_Q W_K^T for every d_QK, (V, 1, d, d): X W_Q (X W_K)^T = X (W_Q W_K^T) X^T
@@ -206,12 +188,12 @@ def sweep(settings: dict, *, progress: bool = False):
 
 
 # --------------------------------------------------------------------------- training
-def training_problem(settings: dict, seed: int):
+def training_problem(settings: Settings, seed: int):
     """Gaussian inputs ``X`` (N, n, d) and targets ``Y`` (N, n, d_out) of one seed."""
     gen = torch.Generator().manual_seed(30_000 + seed)
-    shape = (settings["N"], settings["n"])
-    X = torch.randn(*shape, settings["d"], generator=gen, dtype=torch.float64)
-    Y = torch.randn(*shape, settings["train_d_out"], generator=gen, dtype=torch.float64)
+    shape = (settings.N, settings.n)
+    X = torch.randn(*shape, settings.d, generator=gen, dtype=torch.float64)
+    Y = torch.randn(*shape, settings.train_d_out, generator=gen, dtype=torch.float64)
     return X, Y
 
 
@@ -221,7 +203,7 @@ def per_sample_floor(Y) -> float:
     return float(squared_loss(Y.mean(dim=-2, keepdim=True).expand_as(Y), Y))
 
 
-def train(settings: dict, *, progress: bool = False) -> list[TrainingRun]:
+def train(settings: Settings, *, progress: bool = False) -> list[TrainingRun]:
     """GD (eq. ``model-gd``) from the collapsed initialisation (``tau = d_QK``) with
     ``beta = 0`` and ``beta = 1`` at the same step, for every seed.
 
@@ -230,12 +212,12 @@ def train(settings: dict, *, progress: bool = False) -> list[TrainingRun]:
     gradient of the summed loss is each member's own: these are independent runs of
     :func:`rcutil.train.gradient_descent`.
     """
-    members = [(beta, seed) for beta in TRAIN_BETAS for seed in settings["train_seeds"]]
-    d, d_qk, mu = settings["d"], settings["train_d_qk"], settings["train_mu"]
+    members = [(beta, seed) for beta in TRAIN_BETAS for seed in settings.train_seeds]
+    d, d_qk, mu = settings.d, settings.train_d_qk, settings.train_mu
     tau = temperature(COLLAPSE_SCALING, d_qk)
     models = [
         Transformer(
-            d, d_qk, settings["train_d_F"], settings["train_d_out"], tau=tau, seed=seed
+            d, d_qk, settings.train_d_F, settings.train_d_out, tau=tau, seed=seed
         )
         for _, seed in members
     ]
@@ -252,11 +234,11 @@ def train(settings: dict, *, progress: bool = False) -> list[TrainingRun]:
     beta = torch.tensor([b for b, _ in members], dtype=torch.float64).view(-1, 1, 1, 1)
     I = torch.eye(d, dtype=torch.float64)
     loss, smin = (
-        torch.empty(len(members), settings["train_steps"] + 1, dtype=torch.float64)
+        torch.empty(len(members), settings.train_steps + 1, dtype=torch.float64)
         for _ in range(2)
     )
     for t in loop(
-        settings["train_steps"] + 1,
+        settings.train_steps + 1,
         desc="GD, every beta and seed",
         unit="GD step",
         progress=progress,
@@ -282,11 +264,11 @@ def train(settings: dict, *, progress: bool = False) -> list[TrainingRun]:
             )
         loss[:, t] = phi.detach()
         smin[:, t] = sigma_min(spectra.stack(Z), stacked=False)
-        if t < settings["train_steps"]:
+        if t < settings.train_steps:
             with torch.no_grad():
                 for p, g in zip(W.values(), grads):
                     p.sub_(mu * g)  # eq. model-gd
-    loss, smin, S = loss.numpy(), smin.numpy(), len(settings["train_seeds"])
+    loss, smin, S = loss.numpy(), smin.numpy(), len(settings.train_seeds)
     return [
         TrainingRun(beta, loss[i * S : (i + 1) * S], smin[i * S : (i + 1) * S])
         for i, beta in enumerate(TRAIN_BETAS)
@@ -301,12 +283,12 @@ def relative_residual(X: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_norm(R) / torch.linalg.matrix_norm(X)
 
 
-def depth_collapse(settings: dict) -> list[DepthStack]:
+def depth_collapse(settings: Settings) -> list[DepthStack]:
     """Relative residual after each of ``depth_layers`` attention layers, without and
     with skip connections. Each layer draws fresh Gaussian ``W_Q, W_K, W_V`` (std
     ``1/sqrt(d)``), ``d_QK = d``, ``tau = sqrt(d_QK)``; both stacks share inputs and
     weights."""
-    S, n, d = settings["depth_draws"], settings["depth_n"], settings["d"]
+    S, n, d = settings.depth_draws, settings.depth_n, settings.d
     gen = torch.Generator().manual_seed(40_000)
     X0 = torch.randn(S, n, d, generator=gen, dtype=torch.float64)
     weights = [
@@ -314,7 +296,7 @@ def depth_collapse(settings: dict) -> list[DepthStack]:
             torch.randn(S, d, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
             for _ in range(3)
         ]
-        for _ in range(settings["depth_layers"])
+        for _ in range(settings.depth_layers)
     ]
     out = []
     for skip in (False, True):
@@ -328,7 +310,7 @@ def depth_collapse(settings: dict) -> list[DepthStack]:
 
 
 # --------------------------------------------------------------------------- run
-def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result:
+def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Result:
     """The three parts. They are small: float64 on the CPU with one torch thread,
     whatever ``device`` says."""
     with torch_threads(1):
@@ -336,8 +318,7 @@ def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result
         training = train(settings, progress=progress)
         depth = depth_collapse(settings)
     floors = [
-        per_sample_floor(training_problem(settings, s)[1])
-        for s in settings["train_seeds"]
+        per_sample_floor(training_problem(settings, s)[1]) for s in settings.train_seeds
     ]
     return Result(
         settings=settings,
@@ -348,362 +329,3 @@ def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result
         training_floor=floors,
         depth=depth,
     )
-
-
-# --------------------------------------------------------------------------- readings
-#: Collapse: at the largest d_QK, the seed mean of sigma_min(Attn X) is below this
-#: fraction of that of Attn X + X, and falls at each of (at least) DECADE_POINTS d_QK
-#: of the last decade.
-COLLAPSE_RATIO, DECADE_POINTS = 1e-3, 3
-
-
-@dataclass(frozen=True)
-class Collapse:
-    """sigma_min(Attn X) against sigma_min(Attn X + X) under one scaling."""
-
-    scaling: str
-    d_qk: int  #: the largest
-    attention: np.ndarray  #: sigma_min(Attn X) per seed at the largest d_QK
-    residual: np.ndarray  #: sigma_min(Attn X + X) per seed at the largest d_QK
-    decade: tuple[float, ...]  #: seed means of sigma_min(Attn X), d_QK >= largest / 10
-
-    @property
-    def ratio(self) -> float:
-        return float(self.attention.mean() / self.residual.mean())
-
-    @property
-    def falling(self) -> bool:
-        return all(b < a for a, b in zip(self.decade, self.decade[1:]))
-
-    @property
-    def collapses(self) -> bool:
-        return (
-            self.ratio < COLLAPSE_RATIO
-            and self.falling
-            and len(self.decade) >= DECADE_POINTS
-        )
-
-
-def point(result: Result, scaling: str, beta: float) -> SweepPoint:
-    """The sweep at one scaling and beta."""
-    return results.pick(result.sweep, scaling=scaling, beta=beta)
-
-
-def collapse(result: Result, scaling: str) -> Collapse:
-    """:class:`Collapse` of one scaling."""
-    attn = point(result, scaling, 0.0).sigma_min
-    last = [j for j, v in enumerate(result.d_qk) if v >= result.d_qk[-1] / 10]
-    return Collapse(
-        scaling,
-        result.d_qk[-1],
-        attn[:, -1],
-        point(result, scaling, 1.0).sigma_min[:, -1],
-        tuple(float(attn[:, j].mean()) for j in last),
-    )
-
-
-def slope(result: Result, start: int = 2**8) -> float:
-    """Least-squares slope of log sigma_min(Attn X) (seed means) against log d_QK from
-    ``d_QK >= start``, under tau = d_QK: -1/2 by eq. rc-variance."""
-    keep = [j for j, v in enumerate(result.d_qk) if v >= start]
-    mean = point(result, COLLAPSE_SCALING, 0.0).sigma_min.mean(axis=0)[keep]
-    return float(np.polyfit(np.log(np.asarray(result.d_qk)[keep]), np.log(mean), 1)[0])
-
-
-def bound_excess(result: Result) -> float:
-    """Largest bound of eq. rc-centred over the sigma_min it bounds, over every seed,
-    d_QK, beta and scaling (at most 1 where the bound holds)."""
-    return max(float((p.centred_lower / p.sigma_min).max()) for p in result.sweep)
-
-
-def final_over_floor(result: Result, beta: float) -> np.ndarray:
-    """``Phi_T / Phi_floor`` per seed: GD's last loss over :func:`per_sample_floor`."""
-    run = results.pick(result.training, beta=beta)
-    return run.loss[:, -1] / np.asarray(result.training_floor)
-
-
-def cubic_exponents(res: np.ndarray, start: float = 0.9, floor: float = 1e-13) -> list:
-    """``log r_{l+1} / log r_l`` of the mean over draws of ``log r``, at the layers with
-    ``r_l < start`` and ``r_{l+1} > floor``: about 3 for Dong et al.'s cubic
-    contraction, 1 for a geometric one."""
-    logr = np.log(np.clip(res, RES_FLOOR, None)).mean(axis=0)
-    return [
-        float(b / a)
-        for a, b in zip(logr[:-1], logr[1:])
-        if a < math.log(start) and b > math.log(floor)
-    ]
-
-
-def geometric_mean(res: np.ndarray) -> np.ndarray:
-    """Per layer, the geometric mean over draws of the residual clipped at RES_FLOOR."""
-    return np.exp(np.log(np.clip(res, RES_FLOOR, None)).mean(axis=0))
-
-
-# --------------------------------------------------------------------------- checks
-LARGEST_D_QK = 2**14  # the sweep reaches at least this d_QK
-SLOPE_RANGE = (-0.8, -0.3)  # slope of sigma_min(Attn X), about -1/2 (eq. rc-variance)
-RANK_ONE = 1.1  # collapsed: effective rank per sample below this
-UNIFORM = 1.1  # collapsed: largest weight times n below this
-KEEPS = 0.5  # sigma_min(Attn X + X) at the largest over d_QK = 1
-HALF_RESIDUAL = 100.0  # sigma_min(Attn X + X/2) over sigma_min(Attn X)
-FLAT = 0.3  # tau = sqrt(d_QK): smallest over largest from d_QK = 2^6
-HARD = 0.95  # tau = 1: largest attention weight above this
-HARD_OVER_COLLAPSE = 10.0  # tau = 1 over tau = d_QK: sigma_min(Attn X)
-ROUNDING = 1e-10  # eq. rc-centred holds up to this relative rounding
-TIGHT = 0.9  # in the collapse, the bound over beta sigma_min(X~)
-CENTRED = 0.8  # sigma_min(X~) over sigma_min(X)
-FALLS, STAYS = 0.1, 0.5  # Phi_T / Phi_0 with the residual below, without above
-SEPARATED = 1e-2  # sigma_min(Z_t): largest without over smallest with
-STALLED = 0.75  # Phi_T / Phi_floor without the residual, on every seed
-BELOW_FLOOR = 0.2  # Phi_T / Phi_floor with the residual, on every seed
-DOUBLE_LAYERS = 2  # layers where log r_{l+1} / log r_l is measured
-DOUBLES = 2.0  # ... and at least this (doubly exponential decay)
-FLOOR_LAYER, AT_FLOOR = 6, 1e-12  # pure attention's r_l at this layer below this
-SKIP_KEEPS = 0.05  # with skips, r at the last layer above this
-SKIP_STEP = 0.5  # with skips, r_{l+1} / r_l above this
-
-
-#: Typeset scalings and quantities of the table and the claims.
-TAU = {
-    COLLAPSE_SCALING: r"$\tau = d_{QK}$",
-    USUAL_SCALING: r"$\tau = \sqrt{d_{QK}}$",
-    UNSCALED: r"$\tau = 1$",
-}
-_ATTN = r"$\sigma_{\min}(\mathrm{Attn}(X))$"
-_RESID = r"$\sigma_{\min}(\mathrm{Attn}(X) + X)$"
-_HALF = r"$\sigma_{\min}(\mathrm{Attn}(X) + X/2)$"
-
-
-def checks(result: Result) -> list[Check]:
-    """The chapter's acceptance table."""
-    book, usual, hard = (collapse(result, k) for k in SCALINGS)
-    at = {b: point(result, COLLAPSE_SCALING, b) for b in BETAS}
-    usual0, hard0 = point(result, USUAL_SCALING, 0.0), point(result, UNSCALED, 0.0)
-    flat = usual0.sigma_min.mean(axis=0)[np.asarray(result.d_qk) >= 2**6]
-    rank = at[0.0].effective_rank.mean(axis=0)
-    centred = np.asarray(result.inputs.sigma_min_centred)
-    tight = {b: (at[b].centred_lower[:, -1] / (b * centred)).min() for b in (1.0, 0.5)}
-    run = {r.beta: r for r in result.training}
-    start = {b: run[b].loss[:, -1] / run[b].loss[:, 0] for b in TRAIN_BETAS}
-    pure, skip = (geometric_mean(d.residual) for d in result.depth)
-    exps = cubic_exponents(result.depth[0].residual)
-    tq, tu, t1 = TAU.values()
-    end, ratio = "at the largest $d_{QK}$", r"$\Phi_T / \Phi_{\mathrm{floor}}$"
-    return [
-        Check("the sweep starts at $d_{QK} = 1$", result.d_qk[0], "==", 1),
-        Check("the largest $d_{QK}$", result.d_qk[-1], ">=", LARGEST_D_QK),
-        Check(f"{tq}: {_ATTN} over {_RESID} {end}", book.ratio, "<", COLLAPSE_RATIO),
-        Check("$d_{QK}$ in the last decade", len(book.decade), ">=", DECADE_POINTS),
-        Check(f"{tq}: {_ATTN} falls at each", book.falling, "==", True),
-        Check(
-            f"{tq}: slope of $\\log$ {_ATTN} in $\\log d_{{QK}}$ from $2^8$",
-            slope(result),
-            ">",
-            SLOPE_RANGE[0],
-        ),
-        Check("the same slope", slope(result), "<", SLOPE_RANGE[1]),
-        Check(f"{tq}: effective rank per sample {end}", float(rank[-1]), "<", RANK_ONE),
-        Check(
-            "the same, over its value at a 16 times smaller $d_{QK}$",
-            float(rank[-1] / rank[-5]),
-            "<",
-            1.0,
-        ),
-        Check(
-            f"{tq}: largest attention weight times $n$ {end}",
-            float(at[0.0].max_weight[:, -1].mean() * result.settings["n"]),
-            "<",
-            UNIFORM,
-        ),
-        Check(
-            f"{tq}: {_RESID} {end} over $d_{{QK}} = 1$",
-            float(at[1.0].sigma_min[:, -1].mean() / at[1.0].sigma_min[:, 0].mean()),
-            ">",
-            KEEPS,
-        ),
-        Check(
-            f"{tq}: {_HALF} over {_ATTN} {end}",
-            float(at[0.5].sigma_min[:, -1].mean() / book.attention.mean()),
-            ">",
-            HALF_RESIDUAL,
-        ),
-        Check(
-            f"{tu}: smallest over largest {_ATTN} from $d_{{QK}} = 2^6$",
-            float(flat.min() / flat.max()),
-            ">",
-            FLAT,
-        ),
-        Check(
-            f"{t1}: largest attention weight {end}",
-            float(hard0.max_weight[:, -1].mean()),
-            ">",
-            HARD,
-        ),
-        Check(
-            f"{_ATTN} under {t1} over {tq}",
-            float(hard.attention.mean() / book.attention.mean()),
-            ">",
-            HARD_OVER_COLLAPSE,
-        ),
-        Check(
-            "bound {eq}`rc-centred` over what it bounds, largest anywhere",
-            bound_excess(result),
-            "<=",
-            1 + ROUNDING,
-        ),
-        *[
-            Check(
-                f"{tq}, $\\beta = {b:g}$: the bound over "
-                f"$\\beta\\,\\sigma_{{\\min}}(\\tilde X)$ {end}, smallest",
-                float(tight[b]),
-                ">",
-                TIGHT,
-            )
-            for b in (1.0, 0.5)
-        ],
-        Check(
-            f"{tq}, $\\beta = 1$: the bound {end}, smallest",
-            float(at[1.0].centred_lower[:, -1].min()),
-            ">",
-            0.0,
-        ),
-        Check(
-            r"$\sigma_{\min}(\tilde X) / \sigma_{\min}(X)$, smallest",
-            float((centred / np.asarray(result.inputs.sigma_min)).min()),
-            ">",
-            CENTRED,
-        ),
-        Check(
-            f"{tu}, $\\beta = 1$: the bound {end}, largest",
-            float(point(result, USUAL_SCALING, 1.0).centred_lower[:, -1].max()),
-            "<",
-            0.0,
-        ),
-        Check(
-            "GD records every step",
-            {r.loss.shape[1] for r in result.training}
-            == {result.settings["train_steps"] + 1},
-            "==",
-            True,
-        ),
-        Check(
-            r"GD, $\beta = 1$: $\Phi_T / \Phi_0$, largest",
-            float(start[1.0].max()),
-            "<",
-            FALLS,
-        ),
-        Check(
-            r"GD, $\beta = 0$: $\Phi_T / \Phi_0$, smallest",
-            float(start[0.0].min()),
-            ">",
-            STAYS,
-        ),
-        Check(
-            r"GD: $\sigma_{\min}(Z_t)$, largest at $\beta = 0$ over smallest at "
-            r"$\beta = 1$",
-            float(run[0.0].sigma_min.max() / run[1.0].sigma_min.min()),
-            "<",
-            SEPARATED,
-        ),
-        Check(
-            f"GD, $\\beta = 0$: {ratio}, smallest",
-            float(final_over_floor(result, 0.0).min()),
-            ">",
-            STALLED,
-        ),
-        Check(
-            f"GD, $\\beta = 1$: {ratio}, largest",
-            float(final_over_floor(result, 1.0).max()),
-            "<",
-            BELOW_FLOOR,
-        ),
-        Check(
-            "depth: layers of doubly exponential decay", len(exps), ">=", DOUBLE_LAYERS
-        ),
-        Check(
-            r"depth: $\log r_{l+1} / \log r_l$ there, smallest",
-            min(exps, default=0.0),
-            ">=",
-            DOUBLES,
-        ),
-        Check(
-            f"depth: $r_{{{FLOOR_LAYER}}}$ without skips (geometric mean)",
-            float(pure[FLOOR_LAYER]),
-            "<",
-            AT_FLOOR,
-        ),
-        Check(
-            f"depth: $r_{{{len(skip) - 1}}}$ with skips (geometric mean)",
-            float(skip[-1]),
-            ">",
-            SKIP_KEEPS,
-        ),
-        Check(
-            r"depth: $r_{l+1} / r_l$ with skips, smallest",
-            float((skip[1:] / skip[:-1]).min()),
-            ">",
-            SKIP_STEP,
-        ),
-    ]
-
-
-# --------------------------------------------------------------------------- claims
-def claims(result: Result) -> list[Claim]:
-    """The paper's limit d_QK -> infinity, and what it does to GD."""
-    book, usual = collapse(result, COLLAPSE_SCALING), collapse(result, USUAL_SCALING)
-    lower = float(point(result, COLLAPSE_SCALING, 1.0).centred_lower[:, -1].min())
-    holds = bound_excess(result) <= 1 + ROUNDING
-
-    def reading(c: Collapse) -> str:
-        trend = "falling" if c.falling else "not falling"
-        return (
-            f"{fmt(*mean_se(c.attention))} under {TAU[c.scaling]} ({c.ratio:.1e} "
-            f"of {_RESID}, {trend})"
-        )
-
-    spectral = Claim(
-        "rank-collapse",
-        r"Rank collapse as $d_{QK} \to \infty$",
-        r"without the residual the attention output collapses as $d_{QK} \to \infty$, "
-        rf"{_ATTN} $\to 0$; with it, $Z = \mathrm{{Attn}}(X) + X$ keeps "
-        r"$\sigma_{\min}(Z) > 0$",
-        f"at $d_{{QK}} = 2^{{{round(math.log2(book.d_qk))}}}$, {_ATTN} is "
-        f"{reading(book)}; {reading(usual)}; "
-        f"mean ± s.e. over {book.attention.size} seeds; {_RESID} $\\ge$ {lower:.2f} on "
-        "every seed by eq. {eq}`rc-centred`",
-        status(book.collapses and holds and lower > 0, deviation=not usual.collapses),
-        r"the limit needs scores whose variance $d_{QK} s^4 \|x\|^2 \|y\|^2 / \tau^2$ "
-        r"(eq. {eq}`rc-variance`) vanishes: with $s = 1/\sqrt d$ that is the book's "
-        r"$\tau = d_{QK}$; the usual $\tau = \sqrt{d_{QK}}$ "
-        + (
-            "collapses too"
-            if usual.collapses
-            else "keeps it of order one and does not collapse"
-        )
-        + r"; the paper's $\tau$ and $s$ are not public",
-        rule=f"collapse: at the largest $d_{{QK}}$ the seed mean of {_ATTN} is below "
-        f"{COLLAPSE_RATIO:g} of that of {_RESID} and falls at each $d_{{QK}}$ of "
-        "the last decade; the residual: the bound {eq}`rc-centred` holds "
-        "everywhere and is positive on every seed; a stated deviation unless "
-        r"$\tau = \sqrt{d_{QK}}$ collapses too",
-    )
-    s, n = result.settings, len(result.settings["train_seeds"])
-    gd = compare(final_over_floor(result, 1.0), final_over_floor(result, 0.0))
-    training = Claim(
-        "rank-collapse-gd",
-        "Gradient descent from the collapse",
-        "in the collapse the problem is ill-conditioned: without the residual gradient "
-        "descent stalls, with it the loss keeps falling",
-        r"$\Phi_T / \Phi_{\mathrm{floor}}$ "
-        rf"after $T = {s['train_steps']}$ steps at "
-        rf"$\mu = {s['train_mu']:g}$, $d_{{QK}} = {s['train_d_qk']}$, "
-        r"$\tau = d_{QK}$; "
-        + gd.text(r"$\beta = 1$:", r"$\beta = 0$:")
-        + f" (mean ± s.e., {n} seeds)",
-        decide(gd.outcome, deviation=True),
-        r"the collapse exists only under the book's $\tau = d_{QK}$ (row above); the "
-        "activation, the sizes and the step are the book's",
-        rule=rule_text(n) + r"; $\Phi_{\mathrm{floor}}$ is the least loss of outputs "
-        "that are constant over each sample's tokens",
-    )
-    return [spectral, training]
