@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import replace
 
 import torch
 
@@ -38,13 +39,13 @@ from rcutil.profiles import PROFILES, settings_for
 from rcutil.train import batched_gradient_descent, gradient_descent
 
 
-def model_flops(settings: dict, d: int = 14, d_out: int = 1) -> int:
+def model_flops(settings, d: int = 14, d_out: int = 1) -> int:
     """Matrix-product FLOPs of one GD step of all models, counted on the model's
     equations (``2 m k n`` per product): the forward pass ``Q = X W_Q``, ``K = X W_K``,
     ``Q K^T``, ``V = X W_V``, ``A V``, ``Z W_1``, ``G W_2``, ``H W_U``, and for each of
     them the products of the backward pass that lead to the weights (two where both
     factors depend on them, one where a factor is the data ``X``)."""
-    n, k, f, o = settings["n"], settings["d_qk"], settings["d_F"], d_out
+    n, k, f, o = settings.n, settings.d_qk, settings.d_F, d_out
     forward = 2 * (
         2 * n * d * k + n * n * k + n * d * d + n * n * d + 2 * n * d * f + n * d * o
     )
@@ -56,8 +57,8 @@ def model_flops(settings: dict, d: int = 14, d_out: int = 1) -> int:
         + 2 * n * n * k
         + 2 * n * d * k
     )
-    models = len(settings["betas"]) * len(settings["seeds"])
-    return (forward + backward) * settings["n_windows"] * models
+    models = len(settings.betas) * len(settings.seeds)
+    return (forward + backward) * settings.n_windows * models
 
 
 def cpu_seconds(fn, repeats: int) -> float:
@@ -99,11 +100,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     settings = settings_for(jena.SETTINGS, args.profile)
     if args.windows:
-        settings["n_windows"] = args.windows
+        settings = replace(settings, n_windows=args.windows)
     if args.seeds:
-        settings["seeds"] = tuple(range(args.seeds))
+        settings = replace(settings, seeds=tuple(range(args.seeds)))
     gen = torch.Generator().manual_seed(0)
-    shape = (settings["n_windows"], settings["n"])
+    shape = (settings.n_windows, settings.n)
     X = torch.randn(*shape, 14, generator=gen, dtype=torch.float64)
     Y = torch.randn(*shape, 1, generator=gen, dtype=torch.float64)
     stack = jena.models(settings)
@@ -113,12 +114,12 @@ def main(argv=None) -> int:
         batched_gradient_descent(stack, X, Y, mu=mu, steps=args.steps)
 
     def loop():
-        for beta in settings["betas"]:
-            for seed in settings["seeds"]:
+        for beta in settings.betas:
+            for seed in settings.seeds:
                 model = jena.make_model(settings, beta=beta, seed=seed)
                 gradient_descent(model, X, Y, mu=mu, steps=args.steps)
 
-    with jena.torch_threads(settings["threads"]):
+    with jena.torch_threads(settings.threads):
         threads = torch.get_num_threads()
         peak = matmul_peak(args.peak_size)
         per_step = {
@@ -131,8 +132,8 @@ def main(argv=None) -> int:
     rate = flops / per_step["batched"]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"profile {args.profile}: {B} models (betas {list(settings['betas'])} x "
-        f"{len(settings['seeds'])} seeds), X of shape {tuple(X.shape)}, float64, "
+        f"profile {args.profile}: {B} models (betas {list(settings.betas)} x "
+        f"{len(settings.seeds)} seeds), X of shape {tuple(X.shape)}, float64, "
         f"{threads} torch thread(s), load average {load:.2f}; CPU seconds"
     )
     batched_ms, loop_ms = per_step["batched"] * 1e3, per_step["loop"] * 1e3

@@ -225,7 +225,7 @@ def _statements(node: ast.AST):
 CERT, BOUNDS, TIGHT = "rcutil/certificate.py", "rcutil/bounds.py", "rcutil/tightness.py"
 LIP = "rcutil/experiments/lipschitz/__init__.py"
 SV = "rcutil/experiments/singular_values/verdicts.py"
-JENA = "rcutil/experiments/jena/__init__.py"
+JENA = "rcutil/experiments/jena/verdicts.py"
 CONV = "rcutil/experiments/convergence/__init__.py"
 CONV_VERDICTS = "rcutil/experiments/convergence/verdicts.py"
 #: the statement of feature_jets that composes block l (it holds ``trace[p][l]``)
