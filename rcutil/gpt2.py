@@ -306,22 +306,14 @@ class GPT2Classifier(nn.Module):
 
 # --------------------------------------------------------------------------- published
 # weights
-#: Hugging Face GPT-2 name -> this model's name, per block; ``True`` marks a Conv1D
-#: weight stored as ``(in, out)`` that must be transposed into ``nn.Linear``'s ``(out,
-#: in)``.
+#: Hugging Face GPT-2 name -> this model's name (the same), per block; ``True`` marks a
+#: Conv1D weight stored as ``(in, out)`` that must be transposed into ``nn.Linear``'s
+#: ``(out, in)``.
+_CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 _BLOCK_MAP = {
-    "ln_1.weight": ("ln_1.weight", False),
-    "ln_1.bias": ("ln_1.bias", False),
-    "attn.c_attn.weight": ("attn.c_attn.weight", True),
-    "attn.c_attn.bias": ("attn.c_attn.bias", False),
-    "attn.c_proj.weight": ("attn.c_proj.weight", True),
-    "attn.c_proj.bias": ("attn.c_proj.bias", False),
-    "ln_2.weight": ("ln_2.weight", False),
-    "ln_2.bias": ("ln_2.bias", False),
-    "mlp.c_fc.weight": ("mlp.c_fc.weight", True),
-    "mlp.c_fc.bias": ("mlp.c_fc.bias", False),
-    "mlp.c_proj.weight": ("mlp.c_proj.weight", True),
-    "mlp.c_proj.bias": ("mlp.c_proj.bias", False),
+    f"{part}.{kind}": (f"{part}.{kind}", part in _CONV1D and kind == "weight")
+    for part in ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj")
+    for kind in ("weight", "bias")
 }
 _TOP_MAP = {
     "wte.weight": "wte.weight",
