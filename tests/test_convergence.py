@@ -520,3 +520,29 @@ def test_cli_writes_json(tmp_path, ci_result, monkeypatch):
     )
     data = read_json(tmp_path / "convergence.json")["result"]
     assert data["depths"][2]["distance"] == at(ci_result, 4).distance
+
+
+def test_a_certificate_at_beta0_that_is_not_vacuous_fails_its_row(ci_result):
+    changed = with_point(ci_result, 0.0, alpha_over_C=1e-3)
+    failed = [c.what for c in verdicts.checks(changed) if not c.ok]
+    assert failed == [r"$\beta = 0$: $\alpha/C$ of the best certificate"]
+
+
+def test_the_beta0_loss_must_halve_within_ten_steps(ci_result):
+    loss = list(pick(ci_result.sweep, beta=0.0).loss)
+    for value, fails in ((0.49, False), (0.8, True)):
+        loss[10] = value
+        changed = with_point(ci_result, 0.0, loss=list(loss))
+        failed = [c.what for c in verdicts.checks(changed) if not c.ok]
+        assert failed == ([r"$\beta = 0$: $\Phi_{10}/\Phi_0$"] if fails else [])
+
+
+def test_the_rate_check_factor_is_the_certified_rates_margin_over_mu_alpha(ci_result):
+    """How far a claimed mu alpha could exceed the certified one before the rate check
+    fails: (1 - largest step ratio) / (mu alpha), above 1 where the theorem holds."""
+    for d in ci_result.depths:
+        loss = np.asarray(d.loss[: d.steps_to_tolerance + 1])
+        margin = 1.0 - (loss[1:] / loss[:-1]).max()
+        mu_alpha = d.certificate.mu * d.certificate.alpha
+        assert verdicts.rate_check_factor(d) == pytest.approx(margin / mu_alpha)
+        assert verdicts.rate_check_factor(d) > 1.0
