@@ -139,21 +139,63 @@ def _step_sizes(mu, B: int, like: torch.Tensor) -> torch.Tensor:
     return mu
 
 
-def _check_finite(
-    t: int, loss: torch.Tensor, grad_norm: torch.Tensor, step: str, setting: str
-) -> None:
-    """:class:`TrainingDiverged` if a loss or a gradient is not finite at step ``t``,
-    naming the models, their loss, the step they took and the setting to lower."""
-    ok = torch.isfinite(loss) & torch.isfinite(grad_norm)
-    if ok.all():
-        return
-    bad = torch.nonzero(~ok).flatten().tolist()
-    which = f" for models {bad}" if len(loss) > 1 else ""
-    raise TrainingDiverged(
-        f"training diverged at step {t}{which}: loss "
-        f"{[float(x) for x in loss[bad]]} with {step}. Take a smaller step: lower "
-        f"{setting}, for example halve it"
-    )
+class _Record:
+    """What :func:`descend` writes at each iterate, for :class:`BatchedHistory`."""
+
+    def __init__(self, B: int, steps: int, spectra: bool, step: str, setting: str):
+        self.arrays = {
+            k: np.full((B, steps + 1), np.nan)
+            for k in ("loss", "grad_norm", "sigma_min", "sigma_max")
+        }
+        self.spectra, self.step, self.setting = spectra, step, setting
+        self.observed_at: list[int] = []
+        self.observed: dict[str, list] = {}
+
+    def add(self, t: int, loss: torch.Tensor, grads: dict, out: ModelOutput) -> None:
+        """Record iterate ``t``; :class:`TrainingDiverged` if a loss or a gradient is
+        not finite, naming the models, their loss, the step they took and the setting
+        to lower."""
+        norm = sum(g.flatten(1).square().sum(1) for g in grads.values()).sqrt()
+        ok = torch.isfinite(loss) & torch.isfinite(norm)
+        if not ok.all():
+            bad = torch.nonzero(~ok).flatten().tolist()
+            which = f" for models {bad}" if len(loss) > 1 else ""
+            raise TrainingDiverged(
+                f"training diverged at step {t}{which}: loss "
+                f"{[float(x) for x in loss[bad]]} with {self.step}. Take a smaller "
+                f"step: lower {self.setting}, for example halve it"
+            )
+        self.arrays["loss"][:, t] = loss.cpu().numpy()
+        self.arrays["grad_norm"][:, t] = norm.cpu().numpy()
+        if self.spectra:
+            Z = out.Z[-1]
+            s = torch.linalg.svdvals(Z.reshape(len(loss), -1, Z.shape[-1]))
+            self.arrays["sigma_min"][:, t] = s[:, -1].cpu().numpy()
+            self.arrays["sigma_max"][:, t] = s[:, 0].cpu().numpy()
+
+    def observe(self, t: int, values: Mapping) -> None:
+        """Record what ``observe`` returned at iterate ``t``."""
+        self.observed_at.append(t)
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                value = value.detach().cpu()
+            self.observed.setdefault(name, []).append(np.asarray(value, dtype=float))
+
+    def stops(self, t: int, tol: float | None, every: int) -> bool:
+        """The stopping rule at iterate ``t``: with ``tol`` given and ``t`` a multiple
+        of ``every``, whether every model has had ``Phi <= tol Phi_0`` by then."""
+        if tol is None or t % every:
+            return False
+        loss = self.arrays["loss"][:, : t + 1]
+        return bool((loss.min(1) <= tol * loss[:, 0]).all())
+
+    def history(self, last: int, mu: torch.Tensor | None) -> BatchedHistory:
+        return BatchedHistory(
+            None if mu is None else mu.cpu().numpy(),
+            *(a[:, : last + 1] for a in self.arrays.values()),
+            self.observed_at,
+            {k: np.stack(v, axis=-1) for k, v in self.observed.items()},
+        )
 
 
 def descend(
@@ -198,46 +240,21 @@ def descend(
     observe_every = validate.positive_int("observe_every", observe_every)
     check_every = validate.positive_int("check_every", check_every)
     first = next(iter(W.values()))
-    B = first.shape[0]
     if (mu is None) == (update is None):
         raise ValueError("give descend either step sizes mu or an update rule")
     if update is None:
-        mu = _step_sizes(mu, B, first)
+        mu = _step_sizes(mu, first.shape[0], first)
         step = step or f"mu {[f'{m:.3g}' for m in mu.tolist()]}"
-    record = {
-        k: np.full((B, steps + 1), np.nan)
-        for k in ("loss", "grad_norm", "sigma_min", "sigma_max")
-    }
-    observed: dict[str, list] = {}
-    observed_at: list[int] = []
+    record = _Record(first.shape[0], steps, spectra, step or "its update", setting)
     last = steps
-
-    def reached(t: int) -> bool:
-        """Whether every model has had ``Phi <= tol Phi_0`` by iterate ``t``."""
-        loss = record["loss"][:, : t + 1]
-        return bool((loss.min(1) <= tol * loss[:, 0]).all())
-
     for t in loop(steps + 1, desc=desc, unit=unit, progress=progress):
-        phi, out = loss()
+        phi, out = loss()  # Phi(theta_t) of every model, and the forward pass
         grads = dict(zip(W, torch.autograd.grad(phi.sum(), list(W.values()))))
         with torch.no_grad():
-            phi = phi.detach()
-            gnorm = sum(g.flatten(1).square().sum(1) for g in grads.values()).sqrt()
-            _check_finite(t, phi, gnorm, step or "its update", setting)
-            record["loss"][:, t] = phi.cpu().numpy()
-            record["grad_norm"][:, t] = gnorm.cpu().numpy()
-            if spectra:
-                Z = out.Z[-1]
-                sv = torch.linalg.svdvals(Z.reshape(B, -1, Z.shape[-1]))
-                record["sigma_min"][:, t] = sv[:, -1].cpu().numpy()
-                record["sigma_max"][:, t] = sv[:, 0].cpu().numpy()
+            record.add(t, phi.detach(), grads, out)
             if observe is not None and (t % observe_every == 0 or t == steps):
-                observed_at.append(t)
-                for name, value in observe(out, W).items():
-                    if isinstance(value, torch.Tensor):
-                        value = value.detach().cpu()
-                    observed.setdefault(name, []).append(np.asarray(value, dtype=float))
-        if t == steps or (tol is not None and t % check_every == 0 and reached(t)):
+                record.observe(t, observe(out, W))
+        if t == steps or record.stops(t, tol, check_every):
             last = t
             break
         with torch.no_grad():
@@ -246,12 +263,7 @@ def descend(
             else:
                 for k, w in W.items():
                     w -= mu.view(-1, *[1] * (w.dim() - 1)) * grads[k]  # eq. gd
-    return BatchedHistory(
-        None if mu is None else mu.cpu().numpy(),
-        *(record[k][:, : last + 1] for k in record),
-        observed_at,
-        {k: np.stack(v, axis=-1) for k, v in observed.items()},
-    )
+    return record.history(last, mu)
 
 
 # ------------------------------------------------------------------------ one model
