@@ -313,8 +313,7 @@ def _check_targets(model, X, Y):
             f"Y is {Y.dtype} on {Y.device} but X is {X.dtype} on {X.device}: pass "
             f"Y.to(X) so that both match the model"
         )
-    if not torch.isfinite(Y).all():
-        raise ValueError("Y contains NaN or inf")
+    validate.finite("Y", Y, "the targets")
     return Y
 
 

@@ -90,8 +90,9 @@ def test_bad_targets():
             m, X, torch.zeros(3, 4, 3, dtype=torch.float64), mu=0.1, steps=1
         )
     Y[0, 0, 0] = float("inf")
-    with pytest.raises(ValueError, match="Y contains NaN or inf"):
+    with pytest.raises(ValueError, match=r"Y \(the targets\) contains inf") as err:
         gradient_descent(m, X, Y, mu=0.1, steps=1)
+    assert "(0, 0, 0)" in str(err.value) and "clean it" in str(err.value)
 
 
 def test_a_partly_frozen_model_trains_only_what_requires_gradients():
