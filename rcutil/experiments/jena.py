@@ -3,11 +3,10 @@
 Chapter :ref:`jena` (``python -m rcutil jena``). Every (beta, seed) model is trained by
 full-batch GD (eq. ``model-gd``) under two step rules, all models as one batched
 computation (:func:`rcutil.train.descend` on a :class:`rcutil.train.Stack`): one common
-step ``mu_factor / max lambda_max`` and each model at
-its own ``mu_factor / lambda_max``, where ``lambda_max`` is the largest Hessian
-eigenvalue at initialisation (:func:`sharpness`). Full-batch Adam from the same
-initialisation, run long, estimates each model's floor ``Phi*``; "faster" is the loss
-above that floor.
+step ``mu_factor / max lambda_max`` and each model at its own ``mu_factor /
+lambda_max``, where ``lambda_max`` is the largest Hessian eigenvalue at initialisation
+(:func:`sharpness`). Full-batch Adam from the same initialisation, run long, estimates
+each model's floor ``Phi*``; "faster" is the loss above that floor.
 
 Recorded for the common step: ``sigma_min(Z_t)`` and ``||Z_t||_2`` of the stacked
 attention output at every iterate, the ratio ``min_t sigma_min^2(Z_t) / max_t ||Z_t||``
