@@ -1,8 +1,8 @@
 """Time the Jena sweep's step: all (beta, seed) models as one stack, trained by
-``rcutil.train.batched_gradient_descent`` (the closed-form gradient of
-``rcutil.model``), against a Python loop of ``rcutil.train.gradient_descent`` (autograd)
-over the same models, and the batched step's share of the float64 matrix-multiply peak
-in the same process.
+``rcutil.train.descend`` (automatic differentiation of the model's forward pass with a
+leading model axis), against a Python loop of ``rcutil.train.gradient_descent`` over
+the same models, and the batched step's share of the float64 matrix-multiply peak in the
+same process.
 
     python benchmarks/jena_sweep.py --profile book
     python benchmarks/jena_sweep.py --profile book --windows 256 --seeds 3
@@ -36,7 +36,7 @@ import torch
 import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil.experiments import jena
 from rcutil.profiles import PROFILES, settings_for
-from rcutil.train import batched_gradient_descent, gradient_descent
+from rcutil.train import descend, gradient_descent
 
 
 def model_flops(settings, d: int = 14, d_out: int = 1) -> int:
@@ -111,7 +111,8 @@ def main(argv=None) -> int:
     B, mu = len(stack.beta), 1e-6  # any small step: only the time is measured
 
     def batched():
-        batched_gradient_descent(stack, X, Y, mu=mu, steps=args.steps)
+        s = stack.trainable()
+        descend(lambda: s.loss(X, Y), s.W, mu=mu, steps=args.steps)
 
     def loop():
         for beta in settings.betas:
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
         f"{threads} torch thread(s), load average {load:.2f}; CPU seconds"
     )
     batched_ms, loop_ms = per_step["batched"] * 1e3, per_step["loop"] * 1e3
-    print(f"  batched (closed form)    : {batched_ms:9.2f} ms per step of all")
+    print(f"  batched (autograd)       : {batched_ms:9.2f} ms per step of all")
     print(f"  loop over {B:3d} models     : {loop_ms:9.2f} ms per step of all")
     print(f"  speed-up of the batched  : {loop_ms / batched_ms:9.2f} x")
     print(f"  model FLOPs of one step  : {flops / 1e9:9.3f} GFLOP")

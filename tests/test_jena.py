@@ -95,7 +95,7 @@ def test_step_rules_floor_and_ratio_are_what_the_result_says(stored):
         S = len(stored.settings.seeds)
         np.testing.assert_allclose(
             p.det_W_V[:, 0],
-            torch.linalg.det(start.W["W_V"][i * S : (i + 1) * S]).numpy(),
+            torch.linalg.det(start.W["blocks.0.W_V"][i * S : (i + 1) * S]).numpy(),
             rtol=1e-12,
         )
         assert p.det_W_V.shape == (S, len(stored.grid))

@@ -164,34 +164,6 @@ def _flat(model) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-def run_to_tolerance(
-    model,
-    X,
-    Y,
-    *,
-    mu: float,
-    tol: float,
-    max_chunks: int,
-    chunk: int,
-    observe=None,
-    desc: str = "GD",
-) -> dict[str, list[float]]:
-    """GD at step ``mu`` in chunks of ``chunk`` steps, until a chunk ends with some
-    ``Phi_t <= tol Phi_0`` or after ``max_chunks``: the history of every iterate run
-    (``observe``'s records under their own names, see
-    :func:`rcutil.train.gradient_descent`)."""
-    joined: dict[str, list[float]] = {}
-    for _ in steps(max_chunks, desc=desc, unit="chunk", progress=False):
-        h = gradient_descent(model, X, Y, mu=mu, steps=chunk, observe=observe)
-        skip = 1 if joined else 0  # a chunk starts where the previous one ended
-        record = dict(loss=h.loss, grad_norm=h.grad_norm, **h.observed)
-        for key, values in record.items():
-            joined.setdefault(key, []).extend(values[skip:])
-        if min(joined["loss"]) <= tol * joined["loss"][0]:
-            break
-    return joined
-
-
 def depth_run(settings: Settings, layers: int, *, device="cpu") -> Depth:
     """Certificate, GD at ``mu = 1/C`` and the tightness of the constants, one depth."""
     model, X, Y = make_instance(settings, layers, device=device)
@@ -210,28 +182,28 @@ def depth_run(settings: Settings, layers: int, *, device="cpu") -> Depth:
     bound_steps = math.ceil(math.log(tol) / math.log(cert.predicted_rate))
     # as many chunks as the theorem needs, at most max_steps: what --estimate projects
     chunks = math.ceil(min(bound_steps, settings.max_steps) / chunk)
-    h = run_to_tolerance(
+    h = gradient_descent(  # until Phi_t <= tol Phi_0, read at the end of each chunk
         model,
         X,
         Y,
         mu=cert.mu,
-        tol=tol,
-        max_chunks=chunks,
-        chunk=chunk,
+        steps=chunks * chunk,
         observe=observe,
+        tol=tol,
+        check_every=chunk,
         desc=f"GD L={layers}",
     )
     at_last = measure(model, X, Y, cert.to_dict(), iterations=iterations)
-    loss, grad = np.array(h["loss"]), np.array(h["grad_norm"])
+    loss, grad = np.array(h.loss), np.array(h.grad_norm)
     hit = np.flatnonzero(loss <= tol * loss[0])
     return Depth(
         layers=layers,
         target_scale=target_scale_of(settings, layers),
         certificate=cert,
-        loss=h["loss"],
-        grad_norm=h["grad_norm"],
-        distance=h["distance"],
-        sigma_min_H=h["sigma_min_H"],
+        loss=h.loss,
+        grad_norm=h.grad_norm,
+        distance=h.observed["distance"],
+        sigma_min_H=h.observed["sigma_min_H"],
         local_pl=(grad**2 / (2 * loss)).tolist(),
         steps_to_tolerance=int(hit[0]) if hit.size else len(loss) - 1,
         bound_steps=bound_steps,

@@ -2,10 +2,10 @@
 
 Chapter :ref:`jena` (``python -m rcutil jena``). Every (beta, seed) model is trained by
 full-batch GD (eq. ``model-gd``) under two step rules, all models as one batched
-computation (:func:`rcutil.train.batched_gradient_descent`, the closed-form gradient of
-:mod:`rcutil.model`): one common step ``mu_factor / max lambda_max`` and each model at
-its own ``mu_factor / lambda_max``, where ``lambda_max`` is the largest Hessian
-eigenvalue at initialisation (:func:`sharpness`). Full-batch Adam from the same
+computation (:func:`rcutil.train.descend` on a :class:`rcutil.train.Stack`): one common
+step ``mu_factor / max lambda_max`` and each model at its own ``mu_factor /
+lambda_max``, where ``lambda_max`` is the largest Hessian eigenvalue at initialisation
+(:func:`sharpness`). Full-batch Adam from the same
 initialisation, run long, estimates each model's floor ``Phi*``; "faster" is the loss
 above that floor.
 
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ... import hessian, jena_data, profiles, results
-from ...model import Stack, Transformer, batched_loss, stack
+from ...model import Transformer
 from ...rounding import (
     LAYOUTS,
     NORMS,
@@ -37,7 +37,7 @@ from ...rounding import (
     reading_spectra,
 )
 from ...threads import torch_threads
-from ...train import batched_adam, batched_gradient_descent
+from ...train import Stack, batched_adam, descend, stack
 from ...validate import device as check_device
 
 
@@ -263,14 +263,16 @@ def sharpness(
 ) -> np.ndarray:
     """``lambda_max(nabla^2 Phi(theta))`` of every model of the stack (eq. ``jena-mu``):
     :func:`rcutil.hessian.lanczos` on the exact Hessian-vector products of
-    :func:`rcutil.model.batched_loss` (:func:`rcutil.hessian.batched_hvp`)."""
-    w = {k: v.detach().clone().requires_grad_() for k, v in s.W.items()}
-    loss, _ = batched_loss(s._replace(W=w), X, Y)
+    :meth:`rcutil.train.Stack.loss` (:func:`rcutil.hessian.batched_hvp`)."""
+    s = s.trainable()
+    loss, _ = s.loss(X, Y)
     start = hessian.random_unit(
-        (len(s.beta), sum(v[0].numel() for v in w.values())), seed, like=loss
+        (len(s.beta), sum(v[0].numel() for v in s.W.values())), seed, like=loss
     )
     top, _ = hessian.lanczos(
-        hessian.batched_hvp(loss.sum(), list(w.values())), start, iterations=iterations
+        hessian.batched_hvp(loss.sum(), list(s.W.values())),
+        start,
+        iterations=iterations,
     )
     return top.detach().cpu().numpy()
 
@@ -304,16 +306,15 @@ def run(
         both = start._replace(
             W={k: torch.cat([v, v]) for k, v in start.W.items()},
             beta=torch.cat([start.beta, start.beta]),
-        )
-        gd = batched_gradient_descent(
-            both,
-            X,
-            Y,
+        ).trainable()
+        gd = descend(
+            lambda: both.loss(X, Y),
+            both.W,
             mu=mu,
             steps=settings.steps,
-            observe=lambda Z, s: {
-                **reading_spectra(Z[:B], n),
-                "det W_V": torch.linalg.det(s.W["W_V"][:B]),
+            observe=lambda out, W: {
+                **reading_spectra(out.Z[0][:B].reshape(B, -1, d), n),
+                "det W_V": torch.linalg.det(W["blocks.0.W_V"][:B]),
             },
             observe_every=settings.spectra_every,
             progress=progress,
@@ -328,9 +329,10 @@ def run(
             steps=settings.adam_steps,
             progress=progress,
             desc="Adam, the floor",
+            setting="adam_lr",
         )
         factors = floor_factors(
-            batched_loss(start, X, Y)[1].reshape(B, -1, d),
+            start.forward(X).Z[0].reshape(B, -1, d),
             n,
             settings.deficiencies,
             settings.draws,

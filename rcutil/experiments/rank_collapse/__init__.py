@@ -18,12 +18,18 @@ import numpy as np
 import torch
 
 from ... import profiles, results, spectra
-from ...linalg import sigma_min
-from ...model import Transformer, attention, attention_weights, block, squared_loss
+from ...model import (
+    ModelOutput,
+    Transformer,
+    attention,
+    attention_weights,
+    block,
+    squared_loss,
+)
 from ...progress import steps as loop
 from ...spectra import SCALINGS, spectrum, temperature
 from ...threads import torch_threads
-from ...train import TrainingDiverged
+from ...train import descend, stack
 
 #: The scaling under which the attention output collapses as d_QK grows (eq.
 #: ``rc-variance``), the usual one, and unscaled scores.
@@ -207,70 +213,58 @@ def train(settings: Settings, *, progress: bool = False) -> list[TrainingRun]:
     """GD (eq. ``model-gd``) from the collapsed initialisation (``tau = d_QK``) with
     ``beta = 0`` and ``beta = 1`` at the same step, for every seed.
 
-    Each (beta, seed) is a member of one batch, along a leading axis of the weights;
-    both betas of a seed start from the same weights. Members share no weight, so the
-    gradient of the summed loss is each member's own: these are independent runs of
-    :func:`rcutil.train.gradient_descent`.
+    Each (beta, seed) is a model of one :class:`rcutil.train.Stack`, trained by
+    :func:`rcutil.train.descend` on its seed's samples; both betas of a seed start from
+    the same weights. The scores are formed as ``X (W_Q W_K^T) X^T``, the same matrix
+    as ``(X W_Q)(X W_K)^T`` at a cost independent of ``d_QK``.
     """
     members = [(beta, seed) for beta in TRAIN_BETAS for seed in settings.train_seeds]
-    d, d_qk, mu = settings.d, settings.train_d_qk, settings.train_mu
+    d, d_qk = settings.d, settings.train_d_qk
     tau = temperature(COLLAPSE_SCALING, d_qk)
-    models = [
+    s = stack(
         Transformer(
-            d, d_qk, settings.train_d_F, settings.train_d_out, tau=tau, seed=seed
-        )
-        for _, seed in members
-    ]
-    W = {
-        name.rsplit(".", 1)[-1]: torch.stack(
-            [m.get_parameter(name).detach() for m in models]
-        ).unsqueeze(1)
-        for name in models[0].shapes()
-    }  # name -> (members, 1, rows, cols)
-    for p in W.values():
-        p.requires_grad_(True)
-    data = [training_problem(settings, seed) for _, seed in members]
-    X, Y = (torch.stack(z) for z in zip(*data))
-    beta = torch.tensor([b for b, _ in members], dtype=torch.float64).view(-1, 1, 1, 1)
-    I = torch.eye(d, dtype=torch.float64)
-    loss, smin = (
-        torch.empty(len(members), settings.train_steps + 1, dtype=torch.float64)
-        for _ in range(2)
-    )
-    for t in loop(
-        settings.train_steps + 1,
-        desc="GD, every beta and seed",
-        unit="GD step",
-        progress=progress,
-    ):
-        # eqs. model-z to model-out, the scores formed as X (W_Q W_K^T) X^T
-        H, Z = block(
-            X,
-            W["W_Q"] @ W["W_K"].mT,
-            I,
-            W["W_V"],
-            W["W_1"],
-            W["W_2"],
-            beta=beta,
+            d,
+            d_qk,
+            settings.train_d_F,
+            settings.train_d_out,
             tau=tau,
-            activation=models[0].activation,
+            beta=beta,
+            seed=seed,
         )
-        phi = torch.vmap(squared_loss)(H @ W["W_U"], Y)  # eq. model-loss, per member
-        grads = torch.autograd.grad(phi.sum(), list(W.values()))
-        if not torch.isfinite(phi).all():
-            raise TrainingDiverged(
-                f"gradient descent diverged at step {t}: use a "
-                f"smaller train_mu than {mu:g}"
-            )
-        loss[:, t] = phi.detach()
-        smin[:, t] = sigma_min(spectra.stack(Z), stacked=False)
-        if t < settings.train_steps:
-            with torch.no_grad():
-                for p, g in zip(W.values(), grads):
-                    p.sub_(mu * g)  # eq. model-gd
-    loss, smin, S = loss.numpy(), smin.numpy(), len(settings.train_seeds)
+        for beta, seed in members
+    ).trainable()
+    data = [training_problem(settings, seed) for _, seed in members]
+    X, Y = (torch.stack(z) for z in zip(*data))  # (members, N, n, .)
+    I = torch.eye(d, dtype=torch.float64)
+
+    def loss():
+        W = {k: w[:, None] for k, w in s.W.items()}  # (members, 1, rows, cols)
+        H, Z = block(  # eqs. model-z to model-out
+            X,
+            W["blocks.0.W_Q"] @ W["blocks.0.W_K"].mT,
+            I,
+            W["blocks.0.W_V"],
+            W["blocks.0.W_1"],
+            W["blocks.0.W_2"],
+            beta=s.beta.view(-1, 1, 1, 1),
+            tau=tau,
+            activation=s.activation,
+        )
+        F = H @ W["output.W_U"]
+        return 0.5 * ((F - Y) ** 2).flatten(1).sum(1), ModelOutput(F, [Z], H)
+
+    h = descend(
+        loss,
+        s.W,
+        mu=settings.train_mu,
+        steps=settings.train_steps,
+        progress=progress,
+        desc="GD, every beta and seed",
+        setting="train_mu",
+    )
+    S = len(settings.train_seeds)
     return [
-        TrainingRun(beta, loss[i * S : (i + 1) * S], smin[i * S : (i + 1) * S])
+        TrainingRun(beta, h.loss[i * S : (i + 1) * S], h.sigma_min[i * S : (i + 1) * S])
         for i, beta in enumerate(TRAIN_BETAS)
     ]
 
