@@ -1,9 +1,9 @@
 """The reproduction report: every public claim of the paper beside the book's own
 number.
 
-Each experiment module owns the claims its chapter tests (``claims(result)``, see
-:mod:`rcutil.experiments`); this module only gathers the stored results and joins the
-lists, so the report and the chapters cannot disagree.
+Each experiment owns the claims its chapter tests (``claims(result)`` in its
+``verdicts`` module, see :mod:`rcutil.experiments`); this module only gathers the stored
+results and joins the lists, so the report and the chapters cannot disagree.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from .claims import (
     STATUSES,
     Claim,
 )
+from .tables import Table
+from .tables import table as _table
 
 __all__ = [
     "REPRODUCED",
@@ -33,7 +35,7 @@ __all__ = [
     "gather",
     "claims",
     "counts",
-    "markdown_table",
+    "table",
 ]
 
 
@@ -51,7 +53,7 @@ def claims_of(name: str, result) -> list[Claim]:
     chapter = experiments.entry(name).chapter
     return [
         replace(c, chapter=c.chapter or chapter)
-        for c in experiments.load(name).claims(result)
+        for c in experiments.verdicts(name).claims(result)
     ]
 
 
@@ -74,27 +76,23 @@ def chapter_link(label: str) -> str:
     return f"{{ref}}`{title} <{label}>`" if title else f"{{ref}}`{label}`"
 
 
-def markdown_table(rows: list[Claim], *, short: bool = False) -> str:
-    """A MyST table of the rows; ``short`` keeps claim, status and chapter only."""
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
+def table(rows: list[Claim], *, short: bool = False) -> Table:
+    """The rows as the book's table; ``short`` keeps claim, status and chapter only."""
     if short:
-        lines = ["| claim of the paper | status | evidence |", "|---|---|---|"]
-        lines += [
-            f"| {cell(r.claim)} | {r.status} | {chapter_link(r.chapter)} |"
+        return _table(
+            ["claim of the paper", "status", "evidence"],
+            [(r.claim, r.status, chapter_link(r.chapter)) for r in rows],
+        )
+    return _table(
+        ["claim", "the paper", "the book", "status", "rule and reason"],
+        [
+            (
+                f"{r.claim} ({chapter_link(r.chapter)})",
+                r.paper,
+                r.book,
+                f"**{r.status}**",
+                (f"{r.rule}: " if r.rule else "") + r.reason,
+            )
             for r in rows
-        ]
-    else:
-        lines = [
-            "| claim | the paper | the book | status | rule and reason |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {cell(r.claim)} ({chapter_link(r.chapter)}) | {cell(r.paper)} | "
-            f"{cell(r.book)} | **{r.status}** | "
-            f"{cell(r.rule + ': ' if r.rule else '')}{cell(r.reason)} |"
-            for r in rows
-        ]
-    return "\n".join(lines)
+        ],
+    )
