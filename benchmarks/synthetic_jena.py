@@ -27,11 +27,21 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
+from rcutil import threads
 
-import rcutil  # noqa: F401  (thread policy before numpy's first use)
-from rcutil import data, jena_data
-from rcutil.jena_data import FEATURES, HEADER, N_ROWS, SENTINEL, STEP, WIND_COLUMNS
+threads.single_threaded_blas()  # the book's thread policy, before numpy loads
+
+import numpy as np  # noqa: E402
+
+from rcutil import data, jena_data  # noqa: E402
+from rcutil.jena_data import (  # noqa: E402
+    FEATURES,
+    HEADER,
+    N_ROWS,
+    SENTINEL,
+    STEP,
+    WIND_COLUMNS,
+)
 
 
 def synthetic_series(

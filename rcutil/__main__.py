@@ -7,25 +7,33 @@ from the same stored result. Everything a user can get wrong (the profile, the d
 and whether torch can compute on it, the output folder, its free space and whether the
 result file can be replaced, the data files) is checked before the run starts; an error
 is one line on stderr and a non-zero exit (``--debug`` shows the traceback), and Ctrl-C
-exits with 130 and one line (see :func:`rcutil._exit_on_interrupt`).
+exits with 130 and one line (see :func:`rcutil.entry.exit_on_interrupt`).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import errno
-import os
-import shutil
-import signal
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-from . import PROG, _exit_on_interrupt, experiments
-from .profiles import PROFILES, active_profile, settings_for
-from .results import read_json, write_json
+from . import entry
+
+PROG = "python -m rcutil"
+if __name__ == "__main__" and "--debug" not in sys.argv:
+    # the policy of this entry point, before numpy or torch load
+    entry.set_up(PROG)
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import errno  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from . import experiments, files, threads  # noqa: E402
+from .profiles import PROFILES, active_profile, settings_for  # noqa: E402
+from .store import read_json, write_json  # noqa: E402
 
 #: Free space a run needs in its output folder, checked before it starts: the largest
 #: result file (Jena, profile paper) and the figures take a few tens of MiB.
@@ -50,11 +58,8 @@ def check_replaceable(target: Path) -> None:
     so ``target`` itself is never touched. Without hard links nothing can be told."""
     if not target.is_file() or target.is_symlink():
         return
-    fd, tmp = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
-    )
-    os.close(fd)
-    link = Path(f"{tmp}.link")
+    tmp = files.temporary(target)
+    link = tmp.with_name(f"{tmp.stem}.link.tmp")
     try:
         os.link(target, link)
         os.replace(tmp, link)
@@ -106,7 +111,7 @@ def check_out(text: str, json_name: str) -> Path:
     created = [p for p in (out, *out.parents) if not p.exists() and not p.is_symlink()]
     try:
         out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:  # a file or a broken link on the way
+    except (FileExistsError, NotADirectoryError):  # a file or a broken link on the way
         raise ValueError(
             f"--out {out} cannot be made a folder ({_culprit(out)}): "
             f"choose another --out"
@@ -135,23 +140,10 @@ def check_out(text: str, json_name: str) -> Path:
     return out
 
 
-def check_usable(device) -> None:
-    """Refuse a device torch names but cannot compute on (a driver or a build that does
-    not fit the hardware): one small computation, read back, before the run."""
-    import torch
-
-    try:
-        float((torch.ones(2, device=device) * 2).sum().item())
-    except (RuntimeError, NotImplementedError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-        raise ValueError(
-            f"device {str(device)!r} cannot run a computation ({first}): "
-            f"use cpu, or a device this torch build supports"
-        ) from None
-
-
 def write_error(what: str, exc: OSError) -> OSError:
     """An ``OSError`` at write time, as one line naming the file and the fix."""
+    if isinstance(exc, files.WriteError):  # it says so already
+        return exc
     where = exc.filename or what
     fix = (
         "free some space there or choose another --out"
@@ -164,15 +156,16 @@ def write_error(what: str, exc: OSError) -> OSError:
 @contextlib.contextmanager
 def interrupts_raise():
     """Ctrl-C raises KeyboardInterrupt in this block, whatever the handler outside
-    (:func:`rcutil._exit_on_interrupt`): a write it interrupts removes its temporary
-    file."""
+    (:func:`rcutil.entry.exit_on_interrupt`): a write it interrupts removes its
+    temporary file."""
     outside = signal.getsignal(signal.SIGINT)
-    if outside is _exit_on_interrupt:
+    ours = entry.handles_interrupts()
+    if ours:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
-        if outside is _exit_on_interrupt:
+        if ours:
             signal.signal(signal.SIGINT, outside)
 
 
@@ -187,13 +180,14 @@ def one_line(exc: BaseException) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import results
+    from . import store
     from .data import find
-    from .validate import device as check_device
 
     profile = active_profile(args.profile)
-    check_usable(check_device(args.device))
-    entry = experiments.entry(args.experiment)
+    # every variable and the device, before anything is created
+    entry.check_environment(device=args.device)
+    threads.apply_environment()
+    experiment = experiments.entry(args.experiment)
     module = experiments.load(args.experiment)
     settings = settings_for(module.SETTINGS, profile)
     if args.estimate:
@@ -202,12 +196,12 @@ def run(args: argparse.Namespace) -> int:
         projection = project(module, settings, device=args.device)
         print(format_table(args.experiment, profile, args.device, projection))
         return 0
-    out = check_out(args.out, entry.stem)
+    out = check_out(args.out, experiment.stem)
     if hasattr(module, "data_files"):  # present, verified, or downloaded now
         for rel in module.data_files(settings):
             find(rel, progress=not args.no_progress)
     start = time.perf_counter()
-    stored = results.store(
+    stored = store.store(
         module,
         profile,
         device=args.device,
@@ -215,17 +209,19 @@ def run(args: argparse.Namespace) -> int:
         refresh=args.fresh,
     )
     seconds = time.perf_counter() - start
-    target = out / f"{entry.stem}.json"
-    with interrupts_raise():
+    target = out / f"{experiment.stem}.json"
+    fix = "free some space there or choose another --out"
+    with interrupts_raise(), files.locked(target, fix=fix):
+        files.remove_leftovers(target)  # what a killed write left
         try:
-            path = write_json(read_json(stored), target)
+            path = write_json(read_json(stored), target, fix=fix)
         except OSError as exc:
             raise write_error(str(target), exc) from exc
     print(f"wrote {path} ({seconds:.1f} s, profile {profile}; stored as {stored})")
     device = "" if args.device == "cpu" else f" RCUTIL_DEVICE={args.device}"
     print(
-        f"its figures: the chapter book/{entry.stem}.md draws them from the stored "
-        f"result (make chapter NAME={entry.stem} PROFILE={profile}{device})"
+        f"its figures: the chapter book/{experiment.stem}.md draws them from the "
+        f"stored result (make chapter NAME={experiment.stem} PROFILE={profile}{device})"
     )
     return 0
 

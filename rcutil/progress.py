@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import contextvars
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tqdm.auto import tqdm
+
+# Without ipywidgets, tqdm.auto falls back to text bars in Jupyter; it need not say so.
+warnings.filterwarnings("ignore", message="IProgress not found")
 
 T = TypeVar("T")
 

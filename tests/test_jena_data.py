@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import synthetic_jena as sj
 
-import rcutil  # noqa: F401
 from rcutil import data
 from rcutil import jena_data as jd
 from rcutil.experiments import jena
