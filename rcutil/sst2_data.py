@@ -233,17 +233,18 @@ def read_tsv(path: str | Path) -> SST2Split:
     of the first fault.
 
     The header must be ``sentence<TAB>label``, then at least one row ``sentence<TAB>
-    label`` with a non-empty sentence and a label of 0 or 1, in UTF-8. Line numbers
-    count from 1 (the header).
+    label`` with a non-empty sentence and a label of 0 or 1, in UTF-8. Lines end in LF,
+    CRLF or CR (as an old Mac wrote them). Line numbers count from 1 (the header).
     """
     path = Path(path)
     sentences: list[str] = []
     labels: list[int] = []
     header = "expected the header 'sentence<TAB>label'"
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+        # bytes split only at \n, \r\n and \r, never inside a sentence's text
+        for lineno, raw in enumerate(f.read().splitlines(), start=1):
             try:
-                line = raw.decode("utf-8").rstrip("\n").rstrip("\r")
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise DataError(
                     f"{path}, line {lineno}: not UTF-8 text (byte "
