@@ -193,7 +193,12 @@ def run(args: argparse.Namespace) -> int:
     if args.estimate:
         from .estimate import format_table, project
 
-        projection = project(module, settings, device=args.device)
+        projection = project(
+            module,
+            settings,
+            device=args.device,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
+        )
         print(format_table(args.experiment, profile, args.device, projection))
         return 0
     out = check_out(args.out, experiment.stem)
