@@ -95,10 +95,11 @@ def _unwritable(out: Path, exc: OSError) -> ValueError:
     )
 
 
-def check_out(text: str, json_name: str) -> Path:
+def check_out(text: str, json_name: str, created: list | None = None) -> Path:
     """The output folder ``text`` (the value of ``--out``), checked: a folder this user
     can write to (created when missing), with room for the result, and whose result
-    file ``<json_name>.json`` can be replaced."""
+    file ``<json_name>.json`` can be replaced. The folders it creates are added to
+    ``created``."""
     if not text.strip():
         raise ValueError(
             "--out is empty: name a folder for the results, e.g. --out out"
@@ -108,7 +109,7 @@ def check_out(text: str, json_name: str) -> Path:
         raise ValueError(
             f"--out {out} is a file, not a folder: choose a folder for the results"
         )
-    created = [p for p in (out, *out.parents) if not p.exists() and not p.is_symlink()]
+    made = [p for p in (out, *out.parents) if not p.exists() and not p.is_symlink()]
     try:
         out.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a file or a broken link on the way
@@ -133,11 +134,18 @@ def check_out(text: str, json_name: str) -> Path:
         check_space(out)
         check_replaceable(target)
     except BaseException:
-        for folder in created:  # a refused --out leaves nothing behind
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        remove_empty(made)  # a refused --out leaves nothing behind
         raise
+    if created is not None:
+        created.extend(made)
     return out
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove the folders of ``folders`` (innermost first) that are still empty."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def write_error(what: str, exc: OSError) -> OSError:
@@ -201,18 +209,23 @@ def run(args: argparse.Namespace) -> int:
         )
         print(format_table(args.experiment, profile, args.device, projection))
         return 0
-    out = check_out(args.out, experiment.stem)
-    if hasattr(module, "data_files"):  # present, verified, or downloaded now
-        for rel in module.data_files(settings):
-            find(rel, progress=not args.no_progress)
-    start = time.perf_counter()
-    stored = store.store(
-        module,
-        profile,
-        device=args.device,
-        progress=not args.no_progress,
-        refresh=args.fresh,
-    )
+    created: list[Path] = []
+    out = check_out(args.out, experiment.stem, created)
+    try:
+        if hasattr(module, "data_files"):  # present, verified, or downloaded now
+            for rel in module.data_files(settings):
+                find(rel, progress=not args.no_progress)
+        start = time.perf_counter()
+        stored = store.store(
+            module,
+            profile,
+            device=args.device,
+            progress=not args.no_progress,
+            refresh=args.fresh,
+        )
+    except BaseException:
+        remove_empty(created)  # a run that fails leaves no empty --out behind
+        raise
     seconds = time.perf_counter() - start
     target = out / f"{experiment.stem}.json"
     fix = "free some space there or choose another --out"

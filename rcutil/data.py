@@ -229,15 +229,25 @@ def _remedy(asset: Asset) -> str:
     )
 
 
-#: Files whose check passed in this process: (path, size, mtime, inode, check).
+#: Files whose check passed in this process: (path, size, times, inode, check).
 _CHECKED: set[tuple] = set()
+#: A file changed this recently is checked every time: a coarse clock could hide an
+#: edit of the same size within the same tick.
+_SETTLED_S = 2.0
 
 
 def _validate(path: Path, asset: Asset, label: str) -> None:
     """The asset's check, its messages naming ``label`` for ``path``; a file checked
     before in this process, unchanged since, is not checked again."""
     stat = path.stat()
-    seen = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, asset.validate)
+    seen = (
+        str(path),
+        stat.st_size,
+        stat.st_mtime_ns,
+        stat.st_ctime_ns,
+        stat.st_ino,
+        asset.validate,
+    )
     if seen in _CHECKED:
         return
     try:
@@ -246,7 +256,8 @@ def _validate(path: Path, asset: Asset, label: str) -> None:
         if label == str(path):
             raise
         raise type(exc)(str(exc).replace(str(path), label)) from exc
-    _CHECKED.add(seen)
+    if time.time() - max(stat.st_mtime, stat.st_ctime) > _SETTLED_S:
+        _CHECKED.add(seen)
 
 
 def _record_mismatch(

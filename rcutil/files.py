@@ -45,6 +45,9 @@ class WriteError(OSError):
     """A file could not be written (full disk, read-only folder, ...); the message
     names the path and the fix."""
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 def write_failed(path: Path, exc: OSError, fix: str | None = None) -> WriteError:
     """``exc``, raised while writing ``path``, as a :class:`WriteError` of one line."""

@@ -497,3 +497,27 @@ def test_ctrl_c_during_the_run_is_one_line_and_exit_130(tmp_path, capsys, monkey
     rc, err = run_main(capsys, "--out", str(tmp_path))
     assert rc == 130 and err.strip() == "python -m rcutil: interrupted"
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == []
+
+
+def test_a_store_on_a_full_disk_is_one_line_and_leaves_no_out(
+    tmp_path, capsys, quick_run, monkeypatch
+):
+    """The store's first write, its lock file, meets the full disk: one line naming the
+    path and the fix, before any computing; the --out the run made is removed."""
+    real_open = open
+
+    def full_open(file, mode="r", *args, **kwargs):
+        if "w" in mode and str(file).endswith(".lock") and "store" in str(file):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path / "store"))
+    monkeypatch.setattr("builtins.open", full_open)
+    line = one_line_error(
+        run_main(capsys, "--out", str(tmp_path / "out")),
+        "No space left on device",
+        str(tmp_path / "store"),
+        "RCUTIL_RESULTS_DIR",
+    )
+    assert "Errno" not in line
+    assert not (tmp_path / "out").exists()

@@ -285,3 +285,22 @@ def test_a_full_disk_stops_the_store_before_the_run_naming_the_path(fake, monkey
     assert str(tmp_path / "results") in message and "\n" not in message
     assert "free some space" in message and "RCUTIL_RESULTS_DIR" in message
     assert module.calls == 0
+
+
+def test_a_real_result_with_a_resealed_nan_loss_is_recomputed(tmp_path, monkeypatch):
+    """The model chapter's GD losses are typed finite: a NaN sealed into its stored
+    file is refused, reported, and computed again."""
+    monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path))
+    module = experiments.load("model")
+
+    def run(settings, **kwargs):  # a result at once, of the real type
+        gd = module.GDRun(1.0, [1.0, 0.5], [1.0] * 2, [1.0] * 2, [1.0] * 2)
+        return module.Result(settings, {}, {}, {}, [], [gd])
+
+    monkeypatch.setattr(module, "run", run)
+    experiments.cached("model", "ci", progress=False)
+    (path,) = tmp_path.glob("model-ci-*.json")
+    _reseal(path, lambda d: d["result"]["gd"][0]["loss"].__setitem__(1, math.nan))
+    with pytest.warns(RuntimeWarning, match=r"gd\[0\]\.loss\[1\] holds nan"):
+        again = experiments.cached("model", "ci", progress=False)
+    assert all(math.isfinite(x) for x in again.gd[0].loss)
