@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import warnings
 
 from . import threads
 
@@ -50,9 +51,13 @@ def handles_interrupts() -> bool:
 
 def set_up(prog: str) -> None:
     """The policy of a command-line entry point: OpenBLAS on one thread (call this
-    before numpy is imported) and Ctrl-C as one line."""
+    before numpy is imported), Ctrl-C as one line, and a warning as one line
+    (``<prog>: warning: ...``, without the source line Python adds)."""
     exit_on_interrupt(prog)
     threads.single_threaded_blas()
+    warnings.formatwarning = lambda message, *args, **kwargs: (
+        f"{prog}: warning: {' '.join(str(message).split())}\n"
+    )
 
 
 def kernel_environment(environ: dict[str, str] | None = None) -> dict[str, str]:

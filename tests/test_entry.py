@@ -57,6 +57,8 @@ try:
     runpy.run_module("rcutil", run_name="__main__", alter_sys=True)
 except SystemExit:
     pass
+import warnings
+print(repr(warnings.formatwarning("a\\nb", RuntimeWarning, "f.py", 1)))
 print(os.environ.get("OPENBLAS_NUM_THREADS"), entry.handles_interrupts())
 """
 
@@ -67,6 +69,7 @@ def test_the_cli_sets_its_policy_and_importing_it_does_not():
         [sys.executable, "-c", CLI], capture_output=True, text=True, env=environ
     )
     assert run.stdout.split()[-2:] == ["1", "True"], run.stdout + run.stderr
+    assert "'python -m rcutil: warning: a b\\n'" in run.stdout  # one line
     imported = subprocess.run(
         [
             sys.executable,
