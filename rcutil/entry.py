@@ -80,7 +80,7 @@ def check_environment(device: str | None = None) -> dict:
     computation. The first problem raises its one-line error (a ``ValueError``, an
     :class:`rcutil.env.EnvError` or an :class:`rcutil.data.DataError`) naming the value
     and the fix; otherwise the values are returned by name."""
-    from . import data, env, files, profiles, store, validate
+    from . import data, env, files, profiles, store
 
     found = {
         profiles.ENV_VAR: profiles.active_profile(),
@@ -92,7 +92,12 @@ def check_environment(device: str | None = None) -> dict:
         store.RESULTS_DIR_ENV: store.results_dir(),
     }
     asked = store.device_default() if device is None else device
-    found[store.DEVICE_ENV] = usable_device(validate.device(asked))
+    if asked == "cpu":  # torch always computes there: no need to load it to know
+        found[store.DEVICE_ENV] = asked
+    else:
+        from . import validate
+
+        found[store.DEVICE_ENV] = usable_device(validate.device(asked))
     return found
 
 

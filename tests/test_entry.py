@@ -91,6 +91,18 @@ def test_the_environment_check_reads_every_variable(tmp_path, monkeypatch):
     assert not (tmp_path / "results").exists(), "a check creates nothing"
 
 
+def test_the_check_of_the_default_device_loads_no_torch():
+    code = (
+        "import sys; from rcutil import entry; entry.check_environment(); "
+        "print('torch' in sys.modules)"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "RCUTIL_DEVICE"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ
+    )
+    assert proc.stdout.strip() == "False", proc.stderr
+
+
 @pytest.mark.parametrize(
     "variable, value, words",
     [
