@@ -92,8 +92,8 @@ def check_environment(device: str | None = None) -> dict:
         store.RESULTS_DIR_ENV: store.results_dir(),
     }
     asked = store.device_default() if device is None else device
-    if asked == "cpu":  # torch always computes there: no need to load it to know
-        found[store.DEVICE_ENV] = asked
+    if asked == "cpu" and "torch" not in sys.modules:
+        found[store.DEVICE_ENV] = asked  # torch computes there: not loaded to know
     else:
         from . import validate
 
