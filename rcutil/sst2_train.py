@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from . import gpt2, sst2_data
 from .data import find
 from .linalg import effective_rank, stable_rank
+from .progress import steps
 
 #: ``scratch``: GPT-2's initialisation; ``pretrained``: GPT-2 small's published weights.
 INITS = ("scratch", "pretrained")
@@ -215,7 +216,14 @@ def evaluate(
     model.eval()
     order = torch.argsort(lengths)
     loss_sum, wrong, rows = 0.0, 0, []
-    for i in range(0, len(order), batch_size):
+    for i in steps(
+        range(0, len(order), batch_size),
+        desc="evaluation",
+        unit="batch",
+        progress=False,
+        spread=True,  # batches grow with the sentences: --estimate times a few across
+        probe_once=True,
+    ):
         idx = order[i : i + batch_size]
         T = int(lengths[idx].max())
         x, n, y = (t[idx].to(device) for t in (tokens, lengths, labels))

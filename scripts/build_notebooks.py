@@ -33,8 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SETUP = """\
 # Set-up for Colab and other fresh kernels: this chapter needs the book's package
 # rcutil, at the commit the notebook was built from, and myst-nb (for glue); each is
-# installed once, when it is missing.
-import importlib.util, subprocess, sys
+# installed once, when it is missing. numpy's OpenBLAS runs on one thread, as in the
+# book's own runs (set before numpy loads; a kernel that loaded it already keeps its
+# threads).
+import importlib.util, os, subprocess, sys
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 need = {{"rcutil": "rcutil @ git+{repo}@{commit}", "myst_nb": "myst-nb"}}
 missing = [req for module, req in need.items()
            if importlib.util.find_spec(module) is None]

@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse.linalg as sla
 import torch
 
-import rcutil  # noqa: F401  (thread policy before numpy)
+import rcutil
 from rcutil import checks as checks_mod
 from rcutil import experiments, settings_for
 from rcutil.certificate import best_certificate, certificate
@@ -508,7 +508,7 @@ def test_every_profile_measures_every_depth():
 
 def test_cli_writes_json(tmp_path, ci_result, monkeypatch):
     from rcutil.__main__ import main
-    from rcutil.results import read_json
+    from rcutil.store import read_json
 
     monkeypatch.setattr(convergence, "run", lambda settings, **kw: ci_result)
     monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path / "store"))

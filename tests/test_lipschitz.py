@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import checks, claims, settings_for
 from rcutil.experiments import lipschitz
 from rcutil.experiments.lipschitz import verdicts

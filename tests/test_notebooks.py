@@ -45,8 +45,9 @@ def test_every_chapter_becomes_a_notebook_whose_first_cell_installs_the_commit(
         assert first.cell_type == "code" and f"@{COMMIT}" in first.source
         compile(first.source, "setup", "exec")
         assert any(
-            "import rcutil" in c.source for c in nb.cells[1:] if c.cell_type == "code"
+            "from rcutil" in c.source for c in nb.cells[1:] if c.cell_type == "code"
         )
+        assert 'os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")' in first.source
 
 
 def test_the_markdown_holds_no_myst_syntax(notebooks):

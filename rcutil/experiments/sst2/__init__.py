@@ -23,6 +23,7 @@ import torch
 from ... import profiles, results
 from ... import sst2_train as recipe
 from ...gpt2 import GPT2_SMALL
+from ...progress import same
 from ...progress import steps as loop
 from ...sst2_data import SPLITS, TOKENIZER_FILES
 from ...threads import torch_threads
@@ -203,10 +204,15 @@ def train_one(
         desc=f"{tag}: evaluations",
         unit="evaluation",
         progress=progress,
+        shape=same,
     ):
         running = torch.zeros((), device=device)
         for _ in loop(
-            range(done, end), desc=tag, unit="optimizer step", progress=progress
+            range(done, end),
+            desc=tag,
+            unit="optimizer step",
+            progress=progress,
+            probe_once=True,
         ):
             running += recipe.train_step(
                 model,
@@ -258,6 +264,7 @@ def select_rate(
         desc=f"L={layers} {'w' if residual else 'wo'}: rate grid",
         unit="rate",
         progress=kw.get("progress", False),
+        shape=same,
     ):
         try:
             c = train_one(
@@ -346,9 +353,19 @@ def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Re
         weights = recipe.pretrained_weights(settings) if pretrained else None
         kw = dict(device=device, weights=weights, progress=progress)
         runs, selections = [], []
-        for init in settings.inits:
+        # an estimate probes one init and one residual switch per depth: the others
+        # have the same shapes (see estimate_settings)
+        for init in loop(
+            settings.inits, desc="inits", unit="init", progress=False, shape=same
+        ):
             for layers in settings.layers:
-                for residual in settings.residual:
+                for residual in loop(
+                    settings.residual,
+                    desc=f"L={layers}: residual switch",
+                    unit="arm",
+                    progress=False,
+                    shape=same,
+                ):
                     sel = select_rate(settings, data, init, layers, residual, **kw)
                     tag = f"L={layers} {'w' if residual else 'wo'}"
                     seeds = loop(
@@ -356,6 +373,7 @@ def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Re
                         desc=f"{tag}: seeds",
                         unit="seed",
                         progress=progress,
+                        shape=same,
                     )
                     curves = [
                         train_one(
@@ -398,6 +416,7 @@ def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Re
                 desc="control: seeds",
                 unit="seed",
                 progress=progress,
+                shape=same,
             )
         ]
     positive = data["train_eval"][2].float().mean().item()
@@ -423,5 +442,11 @@ def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Re
 
 def estimate_settings(settings: Settings) -> Settings:
     """What ``--estimate`` probes: GPT-2's initialisation in place of the pretrained
-    weights (the same shapes and cost, and no 548 MB download)."""
-    return replace(settings, inits=("scratch",) * len(settings.inits))
+    weights (the same shapes and cost, and no 548 MB download), and the arms without
+    residuals first, so that the one arm probed per depth is the one whose rate the
+    control takes."""
+    return replace(
+        settings,
+        inits=("scratch",) * len(settings.inits),
+        residual=tuple(sorted(settings.residual)),
+    )
