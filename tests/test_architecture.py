@@ -157,7 +157,6 @@ def test_no_module_reaches_another_through_a_string():
     assert not found, found
 
 
-
 # ---------------------------------------------------------------------- experiments
 ENTRIES = experiments.registry()
 PACKAGE_IDS = [e.stem for e in ENTRIES]
