@@ -1,5 +1,5 @@
-"""Write every chapter of the book as a Jupyter notebook, for Colab, Binder and
-downloads.
+"""Write every chapter of the book as a Jupyter notebook that runs as it is, for the
+website's download button, Colab and Binder.
 
     python scripts/build_notebooks.py --out DIR [--commit SHA] [--executed CACHE]
 
@@ -8,11 +8,14 @@ installs the book's package ``rcutil`` at the commit the notebooks were built fr
 (``--commit``, by default the checkout's ``HEAD``) when the kernel lacks it, as on
 Colab. Its Markdown is plain Markdown that Jupyter, Colab and GitHub render: MyST's
 directives, roles and labels become what they show on the website (equation and figure
-numbers, chapter titles, cited authors, the code an ``{literalinclude}`` shows), and a
-glued number becomes its value in the executed book when ``--executed`` names the book
-build's jupyter-cache (the publish workflow passes the ``book`` profile's). The publish
-workflow commits these files to the ``notebooks`` branch, which the launch buttons of
-the website open.
+numbers, chapter titles, cited authors, the code an ``{literalinclude}`` shows). With
+``--executed`` (the jupyter-cache of a book build) a glued number becomes its value in
+that build and every code cell carries the outputs it had there.
+
+The book build itself writes these notebooks where the website's download button
+points (``_sources/book/NAME.ipynb``, see ``book/_ext/rcutil_book.py``), from its own
+executed chapters; the publish workflow copies those very files to the ``notebooks``
+branch, which the Binder and Colab buttons open.
 """
 
 from __future__ import annotations
@@ -108,33 +111,27 @@ def read_book(paths: list[Path], bib: Path) -> Book:
 
 
 def read_bib(path: Path) -> dict[str, tuple[str, str]]:
-    """key -> (authors as cited, year) from a BibTeX file: "Qin et al." or "Qin and
-    Zhou"."""
+    """key -> (authors as cited, year) from a BibTeX file: "Qin et al.", "Qin and Zhou",
+    or a corporate author whole ("Max Planck Institute for Biogeochemistry")."""
+    from pybtex.database import parse_file  # with sphinxcontrib-bibtex
+    from pybtex.richtext import Text
+
     out = {}
-    for entry in re.split(r"\n@", "\n" + path.read_text())[1:]:
-        key = re.match(r"\w+\{([^,]+),", entry)
-        if not key:
-            continue
-        author = re.search(r"\bauthor\s*=\s*[{\"](.+?)[}\"],?\s*\n", entry, re.S)
-        year = re.search(r"\byear\s*=\s*[{\"]?(\d{4})", entry)
-        names = (
-            [a.split(",")[0].strip(" {}") for a in re.split(r"\s+and\s+", author[1])]
-            if author
-            else ["Anonymous"]
-        )
-        names = [n.split()[-1] if "," not in n and " " in n else n for n in names]
-        cited = (
-            names[0]
-            if len(names) == 1
-            else f"{names[0]} and {names[1]}"
-            if len(names) == 2
-            else f"{names[0]} et al."
-        )
-        out[key[1].strip()] = (
-            cited.replace("others", "").strip(),
-            year[1] if year else "",
-        )
+    for key, entry in parse_file(str(path)).entries.items():
+        people = entry.persons.get("author", [])
+        names = [
+            str(Text.from_latex(" ".join(p.last_names)))
+            for p in people
+            if str(p) != "others"
+        ] or ["Anonymous"]
+        etal = len(names) > 2 or len(names) < len(people)
+        cited = f"{names[0]} et al." if etal else " and ".join(names)
+        out[key] = (cited, entry.fields.get("year", ""))
     return out
+
+
+#: Outputs that only record a glued value for the website (their value is in the text).
+GLUE_MIME = "application/papermill.record/"
 
 
 def read_glue(cache: Path) -> dict[str, dict[str, str]]:
@@ -149,11 +146,49 @@ def read_glue(cache: Path) -> dict[str, dict[str, str]]:
         for cell in nb.cells:
             for o in cell.get("outputs", []):
                 meta = o.get("metadata", {}).get("scrapbook")
-                text = o.get("data", {}).get("application/papermill.record/text/plain")
+                text = o.get("data", {}).get(GLUE_MIME + "text/plain")
                 if meta and text is not None:
                     values[meta["name"]] = text
         out[Path(record.uri).stem] = values
     return out
+
+
+def reader_outputs(outputs: list) -> list:
+    """A cell's outputs as a reader's Jupyter shows them: no progress bars (stderr, as
+    on the website) and no glue records (their values are in the text)."""
+    kept = []
+    for o in outputs:
+        if o.get("output_type") == "stream" and o.get("name") == "stderr":
+            continue
+        if "data" in o:
+            data = {k: v for k, v in o["data"].items() if not k.startswith(GLUE_MIME)}
+            if not data:
+                continue
+            o = nbformat.from_dict({**o, "data": data})
+        kept.append(o)
+    return kept
+
+
+class NotExecuted(LookupError):
+    """A chapter whose code has no executed twin in the jupyter-cache."""
+
+
+def add_outputs(nb: nbformat.NotebookNode, cache: Path, name: str) -> None:
+    """Give the code cells of ``nb`` the outputs of its executed twin in a build's
+    jupyter-cache (matched on the code itself)."""
+    from jupyter_cache import get_cache
+
+    try:
+        _, executed = get_cache(str(cache)).merge_match_into_notebook(nb)
+    except KeyError:
+        raise NotExecuted(
+            f"{name}: no executed notebook with this code in {cache}: execute the "
+            "chapters first (make execute)"
+        ) from None
+    nb.cells = executed.cells
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = reader_outputs(cell.get("outputs", []))
 
 
 # --------------------------------------------------------------------------- MyST ->
@@ -317,13 +352,21 @@ class Converter:
 
 
 def convert(
-    md: Path, repo: str, commit: str, book: Book | None = None, title: str = ""
+    md: Path,
+    repo: str,
+    commit: str,
+    book: Book | None = None,
+    title: str = "",
+    executed: Path | None = None,
 ) -> nbformat.NotebookNode:
     """The notebook of chapter ``md``: the install cell, a note, then the chapter with
-    its Markdown made plain and every figure's caption written under it."""
+    its Markdown made plain and every figure's caption written under it; with
+    ``executed`` (a build's jupyter-cache), the outputs of that build."""
     paths = chapters(md.parent)
     book = book or read_book(paths, md.parent / "references.bib")
     nb = jupytext.read(md)
+    if executed is not None:
+        add_outputs(nb, executed, md.name)
     conv = Converter(md, book, book.glue.get(md.stem, {}))
     conv.number_equations(nb.cells)
     cells = [
@@ -349,14 +392,47 @@ def convert(
     return nb
 
 
-def head_commit() -> str:
+def head_commit(root: Path = ROOT) -> str:
     return subprocess.run(
         ["git", "rev-parse", "HEAD"],
-        cwd=ROOT,
+        cwd=root,
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
+
+
+def write(
+    out: Path,
+    commit: str,
+    executed: Path | None = None,
+    root: Path = ROOT,
+    only: set[str] | None = None,
+) -> list[Path]:
+    """Every chapter of the book in ``root`` (or those named in ``only``) as
+    ``out/book/NAME.ipynb``."""
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    paths = chapters(root / "book")
+    book = read_book(paths, root / "book" / "references.bib")
+    if executed is not None:
+        book.glue = read_glue(executed)
+    written = []
+    for md in paths:
+        if only is not None and md.stem not in only:
+            continue
+        target = out / "book" / (md.stem + ".ipynb")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nb = convert(
+            md,
+            config["repository"]["url"],
+            commit,
+            book,
+            config.get("title", ""),
+            executed,
+        )
+        nbformat.write(nb, target)
+        written.append(target)
+    return written
 
 
 def main(argv=None) -> int:
@@ -367,20 +443,16 @@ def main(argv=None) -> int:
         "--executed",
         type=Path,
         default=None,
-        help="the jupyter-cache of a book build, for the glued values",
+        help="the jupyter-cache of a book build, for the glued values and the outputs",
     )
     args = parser.parse_args(argv)
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    repo = config["repository"]["url"]
-    commit = args.commit or head_commit()
-    paths = chapters()
-    book = read_book(paths, ROOT / "book" / "references.bib")
-    if args.executed is not None:
-        book.glue = read_glue(args.executed)
-    for md in paths:
-        target = args.out / "book" / (md.stem + ".ipynb")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(convert(md, repo, commit, book, config.get("title", "")), target)
+    if args.executed is not None and not args.executed.is_dir():
+        parser.error(f"--executed {args.executed} is not a folder: run make execute")
+    try:
+        written = write(args.out, args.commit or head_commit(), args.executed)
+    except NotExecuted as exc:
+        parser.exit(1, f"{exc}\n")
+    for target in written:
         print(f"wrote {target}")
     return 0
 
