@@ -38,3 +38,20 @@ def test_figures_rendered_inline_in_a_chapter_are_reproducible():
         InteractiveShell.clear_instance()
     assert "clip-path" in a and "dc:date" not in a
     assert a == b
+
+
+def test_a_figure_shown_in_a_page_is_at_most_the_page_width():
+    import matplotlib.pyplot as plt
+
+    matplotlib.use("Agg")
+    wide, _ = plt.subplots(figsize=(9, 3.4))
+    narrow, _ = plt.subplots(figsize=(4, 3))
+    try:
+        assert tuple(plotting.page_width(wide).get_size_inches()) == (
+            plotting.PAGE_WIDTH,
+            3.4,
+        )
+        assert tuple(plotting.page_width(narrow).get_size_inches()) == (4, 3)
+    finally:
+        plt.close(wide)
+        plt.close(narrow)

@@ -20,6 +20,7 @@ more to see beyond it (``_static/rcutil.js``, ``_static/rcutil.css``).
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
@@ -36,9 +37,42 @@ TYPESET_JS = Path(__file__).with_name("typeset.js")
 #: Where the style sheet and the fonts go, relative to ``_static``.
 MATHJAX_STATIC = "mathjax"
 STYLESHEET = f"{MATHJAX_STATIC}/chtml.css"
-#: An inline formula at least this wide (in em) gets a scroll box of its own: the
-#: narrowest phone column holds about 18 em of math.
+#: An inline formula at least this wide (in em) may break after its relations and
+#: binary operators, where TeX breaks a line (a shorter one stays whole, as TeX would
+#: rather keep it) ...
+BREAK_INLINE_EM = 6.0
+#: ... and a piece still this wide gets a scroll box of its own. The narrowest phone
+#: column holds about 18 em of math.
 WIDE_INLINE_EM = 14.0
+#: Where an inline formula may break (after the symbol, at the top level of the TeX).
+RELATIONS = (
+    r"\le",
+    r"\leq",
+    r"\ge",
+    r"\geq",
+    r"\ne",
+    r"\neq",
+    r"\approx",
+    r"\sim",
+    r"\simeq",
+    r"\equiv",
+    r"\to",
+    r"\preceq",
+    r"\succeq",
+    r"\in",
+    r"\subseteq",
+    r"\mapsto",
+    r"\coloneqq",
+    r"\ll",
+    r"\gg",
+)
+_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|[{}]|[^\\{}]")
+#: What a break must not fall inside: braces, brackets, parentheses, ``\left ...
+#: \right``, environments.
+OPEN = ("{", r"\left", r"\begin")
+CLOSE = ("}", r"\right", r"\end")
+#: ... nor, unless a piece is still too wide, inside parentheses and brackets.
+FENCES = (("(", "[", r"\{", r"\langle"), (")", "]", r"\}", r"\rangle"))
 
 
 class TypesetError(RuntimeError):
@@ -131,8 +165,15 @@ class Typesetter:
         return self._cache[key]
 
     def stylesheet(self) -> str:
-        """The rules of every character typeset so far, fonts shown at once (swap)."""
+        """The rules of every character typeset so far, the glyphs shown at once in a
+        fallback font while MathJax's fonts load (``swap``). The box of every character
+        has its size in the sheet; what places a character on its line is the metrics
+        of ``MJXZERO``, a font of 1 kB, which the sheet carries in itself, so that no
+        line moves when the fonts arrive."""
         css = self._ask({"css": True})["css"]
+        zero = self.es5 / "output" / "chtml" / "fonts" / "woff-v2" / "MathJax_Zero.woff"
+        inline = "data:font/woff;base64," + base64.b64encode(zero.read_bytes()).decode()
+        css = css.replace('url("woff-v2/MathJax_Zero.woff")', f'url("{inline}")')
         return re.sub(r"(@font-face[^{]*\{)", r"\1\n  font-display: swap;", css)
 
     def close(self) -> None:
@@ -158,6 +199,42 @@ def display_tex(node: nodes.math_block) -> str:
     if len(parts) > 1:
         return r"\begin{aligned}" + r"\\".join(parts) + r"\end{aligned}"
     return parts[0] if parts else ""
+
+
+def break_points(tex: str, fences: bool = True) -> list[str]:
+    """``tex`` cut after each top-level relation (``=``, ``<``, ``\\le``, ...) and
+    binary ``+`` or ``-``, as TeX breaks an inline formula, but never inside braces,
+    bars (``|x|``, ``\\|x\\|``), ``\\left ... \\right`` or an environment, nor after
+    a sign that starts the formula or follows another operator; with ``fences``, not
+    inside parentheses and brackets either. Each piece but the last ends with ``{}`` so
+    that the symbol keeps its spacing."""
+    pieces, current, depth, previous = [], "", 0, None
+    bars = {"|": False, r"\|": False}  # inside |...| or \|...\|
+    opening, closing = OPEN, CLOSE
+    if fences:
+        opening, closing = OPEN + FENCES[0], CLOSE + FENCES[1]
+    for token in _TOKEN.findall(tex):
+        current += token
+        if token in opening:
+            depth += 1
+        elif token in closing:
+            depth -= 1
+        elif token in bars:
+            bars[token] = not bars[token]
+        if token.isspace():
+            continue
+        relation = token in "=<>" or token in RELATIONS
+        binary = token in "+-" and previous not in (None, "=", "<", ">", "+", "-", "(")
+        binary = binary and previous not in RELATIONS
+        if depth == 0 and not any(bars.values()) and (relation or binary):
+            pieces.append(current + "{}")
+            current = ""
+        previous = token
+    if current.strip():
+        pieces.append(current)
+    elif pieces:  # a formula that ends with the symbol: nothing to break
+        pieces[-1] = pieces[-1][:-2]
+    return pieces
 
 
 def _typesetter(app) -> Typesetter:
@@ -189,19 +266,44 @@ def _source(tex: str) -> str:
     return f'<code class="math-error">{html.escape(tex)}</code>'
 
 
+def _inline(formula: Formula) -> str:
+    if formula.width < WIDE_INLINE_EM:
+        return formula.html
+    # a box of its own that scrolls on a phone, on the formula's baseline
+    return (
+        f'<span class="rc-scroll rc-inline" style="--rc-depth: '
+        f'{formula.depth:.3f}em">{formula.html}</span>'
+    )
+
+
+_ASSISTIVE = re.compile(r"<mjx-assistive-mml\b.*?</mjx-assistive-mml>", re.S)
+
+
+def _broken(formula: Formula, pieces: list[Formula]) -> str:
+    """The pieces of a formula side by side, with a break opportunity between them;
+    a screen reader reads the whole formula's MathML once, not the pieces'."""
+    mathml = _ASSISTIVE.search(formula.html)
+    shown = "<wbr>".join(_ASSISTIVE.sub("", _inline(p)) for p in pieces)
+    return f'<span class="rc-broken">{shown}{mathml.group(0) if mathml else ""}</span>'
+
+
 def visit_math(self, node: nodes.math) -> None:
     tex = node.astext()
     formula = _typeset(self, node, tex, display=False)
     if formula is None:
         self.body.append(_source(tex))
-    elif formula.width >= WIDE_INLINE_EM:
-        # a box of its own that scrolls on a phone, on the formula's baseline
-        self.body.append(
-            f'<span class="rc-scroll rc-inline" style="--rc-depth: '
-            f'{formula.depth:.3f}em">{formula.html}</span>'
-        )
-    else:
-        self.body.append(formula.html)
+        raise nodes.SkipNode
+    pieces = None
+    if formula.width >= BREAK_INLINE_EM and len(break_points(tex, fences=False)) > 1:
+        pieces = [_typeset(self, node, p, display=False) for p in break_points(tex)]
+        if formula.width >= WIDE_INLINE_EM and any(
+            p is not None and p.width >= WIDE_INLINE_EM for p in pieces
+        ):  # still too wide: break inside parentheses too
+            loose = break_points(tex, fences=False)
+            pieces = [_typeset(self, node, p, display=False) for p in loose]
+        if len(pieces) < 2 or any(p is None for p in pieces):
+            pieces = None  # a piece that is not TeX on its own: keep it whole
+    self.body.append(_inline(formula) if pieces is None else _broken(formula, pieces))
     raise nodes.SkipNode
 
 
