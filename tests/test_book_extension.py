@@ -67,6 +67,9 @@ def test_the_typesetter_gives_mathjax_html_with_mathml_and_reports_tex_errors():
             typeset(r"\undefinedmacro x", display=False)
         css = typeset.stylesheet()
         assert "MJX-TEX" in css and "font-display: swap" in css
+        # no line moves when the fonts arrive: the zero-metrics font in the sheet,
+        # and a fallback with the line metrics of MathJax's fonts
+        assert "data:font/woff;base64," in css and "MJXZERO, MJXTEX, MJXFALLBACK" in css
     finally:
         typeset.close()
 

@@ -75,6 +75,20 @@ CLOSE = ("}", r"\right", r"\end")
 FENCES = (("(", "[", r"\{", r"\langle"), (")", "]", r"\}", r"\rangle"))
 
 
+#: A serif font of the reader's machine with the line metrics of MathJax's fonts.
+FALLBACK_FACE = """@font-face {
+  font-family: MJXFALLBACK;
+  src: local("Latin Modern Math"), local("STIX Two Math"), local("Cambria Math"),
+    local("DejaVu Serif"), local("Liberation Serif"), local("Times New Roman"),
+    local("Times"), local("Noto Serif"), local("Georgia"), local("DejaVu Sans"),
+    local("Arial"), local("Helvetica"), local("Roboto");
+  ascent-override: 3%;
+  descent-override: 3%;
+  line-gap-override: 0%;
+}
+"""
+
+
 class TypesetError(RuntimeError):
     """A formula that MathJax cannot typeset (the message is MathJax's)."""
 
@@ -174,7 +188,12 @@ class Typesetter:
         zero = self.es5 / "output" / "chtml" / "fonts" / "woff-v2" / "MathJax_Zero.woff"
         inline = "data:font/woff;base64," + base64.b64encode(zero.read_bytes()).decode()
         css = css.replace('url("woff-v2/MathJax_Zero.woff")', f'url("{inline}")')
-        return re.sub(r"(@font-face[^{]*\{)", r"\1\n  font-display: swap;", css)
+        css = re.sub(r"(@font-face[^{]*\{)", r"\1\n  font-display: swap;", css)
+        # until a font arrives, its glyphs come from a font of the machine given
+        # MathJax's metrics (ascent and descent 3 %), so that they sit where MathJax's
+        # will: nothing moves when the fonts arrive
+        css = re.sub(r"(font-family: MJXZERO, MJXTEX[\w-]*)", r"\1, MJXFALLBACK", css)
+        return FALLBACK_FACE + css
 
     def close(self) -> None:
         if self._proc.poll() is None:
