@@ -1,5 +1,6 @@
 /* A box that scrolls sideways (a wide equation, a wide table: class rc-scroll around
-   the box that scrolls) shows a shadow at each edge beyond which there is more to see.
+   the box that scrolls; a code block: div.highlight around its pre) shows a shadow at
+   each edge beyond which there is more to see.
    The box's wrapper gets data-more="left", "right" or both; rcutil.css draws the
    shadows above the content, so that a table's rows cannot cover them. The shadows are
    absolutely placed: nothing moves when they appear. */
@@ -17,9 +18,9 @@
     }
   };
   const start = () => {
-    const wraps = document.querySelectorAll(".rc-scroll");
+    const wraps = document.querySelectorAll(".rc-scroll, div.highlight");
     const resized = new ResizeObserver((entries) => {
-      for (const entry of entries) update(entry.target.closest(".rc-scroll"));
+      for (const entry of entries) update(entry.target.closest(".rc-scroll, div.highlight"));
     });
     for (const wrap of wraps) {
       const box = wrap.firstElementChild;
