@@ -109,9 +109,17 @@ def _icon_fonts(out: Path) -> None:
         subsetter.subset(font)
         (static / target).parent.mkdir(parents=True, exist_ok=True)
         subset.save_font(font, str(static / target), options)
+    keep = set(points)
     for path, text in zip(sheets, css):
+        if path.name == "rcutil.css":
+            continue
+        # no complete fonts, and no rule for an icon that no page draws (the theme
+        # bundles Font Awesome's 2,000 of them in a style sheet every page waits for)
         lighter = THEME_FONT_FACE.sub("", text)
-        if lighter != text and path.name != "rcutil.css":
+        lighter = FA_CLASS_RULE.sub(
+            lambda m: m[0] if _code_point(m[2]) in keep else "", lighter
+        )
+        if lighter != text:
             path.write_text(lighter, encoding="utf-8")
     shutil.rmtree(static / "vendor" / "fontawesome" / "webfonts", ignore_errors=True)
 
@@ -166,10 +174,13 @@ def _launch_notebooks(app, pagename, templatename, context, doctree) -> None:
 #: The script whose global the pages' inline scripts use at once: loaded, not deferred.
 IN_ORDER = ("documentation_options.js",)
 #: Scripts of the theme's template (not in ``script_files``) that only search needs; the
-#: build defers them (deferred scripts still run in the order of the page).
+#: build defers them on the search page (deferred scripts still run in the order of the
+#: page) and leaves them out of every other (the search box sends its words to the
+#: search page).
 SEARCH_SCRIPTS = re.compile(
     r'<script src="([^"]*(?:searchtools|language_data|searchindex)\.js)"></script>'
 )
+SEARCH_PAGE = "search.html"
 
 
 def _lighter_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -211,11 +222,16 @@ def _lighter_template(app, exception) -> None:
         target.write_text(FONT_AWESOME_STUB)
     for page in out.rglob("*.html"):
         html = page.read_text(encoding="utf-8")
-        lighter = SEARCH_SCRIPTS.sub(r'<script defer src="\1"></script>', html)
+        lighter = SEARCH_SCRIPTS.sub(
+            r'<script defer src="\1"></script>' if page.name == SEARCH_PAGE else "",
+            html,
+        )
         lighter = _sized_images(lighter, page)
+        lighter = drop_unused_assets(lighter)
         if lighter != html:
             page.write_text(lighter, encoding="utf-8")
     _icon_fonts(out)
+    _flat_theme_css(out)
 
 
 def _load_build_notebooks():
@@ -302,6 +318,58 @@ def _sized_images(html: str, page: Path) -> str:
         return tag[:-1].rstrip("/ ") + f' width="{w}" height="{h}" />'
 
     return _IMG.sub(size, html)
+
+
+#: Assets that Jupyter Book adds to every page, each with what a page must hold to use
+#: it; a page without that loads none of them (fewer requests before it shows).
+UNUSED_ASSETS = {
+    # sphinx-design: its components carry classes sd-...
+    r'class="(?:[^"]*\s)?sd-': [
+        r'\s*<link[^>]*sphinx-design\.min\.css[^>]*>',
+        r'\s*<script[^>]*design-tabs\.js[^>]*></script>',
+    ],
+    # sphinx-togglebutton: elements of class toggle, dropdown admonitions
+    r'class="(?:[^"]*\s)?toggle(?:\s[^"]*)?"|admonition dropdown|dropdown admonition': [
+        r'\s*<link[^>]*togglebutton\.css[^>]*>',
+        r'\s*<script[^>]*togglebutton\.js[^>]*></script>',
+        r"\s*<script>let toggle\w+ = [^<]*</script>",
+        r"\s*<script>var togglebuttonSelector = [^<]*</script>",
+    ],
+    # sphinx-thebe: a live-code button
+    r'class="(?:[^"]*\s)?thebe-launch-button': [
+        r'\s*<link[^>]*sphinx-thebe\.css[^>]*>',
+        r'\s*<script[^>]*sphinx-thebe\.js[^>]*></script>',
+        r"\s*<script>const THEBE_JS_URL = [^<]*</script>",
+        r'\s*<script type="text/x-thebe-config">.*?</script>',
+    ],
+}
+
+
+def drop_unused_assets(html: str) -> str:
+    """``html`` without the scripts and style sheets of components it does not use."""
+    body = html[html.find("<body") :]
+    for used, assets in UNUSED_ASSETS.items():
+        if not re.search(used, body):
+            for asset in assets:
+                html = re.sub(asset, "", html, flags=re.S)
+    return html
+
+
+def _flat_theme_css(out: Path) -> None:
+    """The theme's first style sheet imports Sphinx's ``basic.css``, which a browser
+    fetches only once it has that sheet: the sheet holds it instead (one request less
+    before a page shows)."""
+    theme = out / "_static" / "styles" / "theme.css"
+    basic = out / "_static" / "basic.css"
+    if not (theme.is_file() and basic.is_file()):
+        return
+    text = theme.read_text(encoding="utf-8")
+    if '@import "../basic.css";' not in text:
+        return
+    css = re.sub(
+        r"url\((['\"]?)(?![a-z]+:|/)", r"url(\1../", basic.read_text(encoding="utf-8")
+    )
+    theme.write_text(text.replace('@import "../basic.css";', css), encoding="utf-8")
 
 
 _SPACES = re.compile(r"\s+")

@@ -1,34 +1,38 @@
 /* A box that scrolls sideways (a wide equation, a wide table: class rc-scroll around
    the box that scrolls; a code block: div.highlight around its pre) shows a shadow at
-   each edge beyond which there is more to see.
-   The box's wrapper gets data-more="left", "right" or both; rcutil.css draws the
-   shadows above the content, so that a table's rows cannot cover them. The shadows are
-   absolutely placed: nothing moves when they appear. */
+   each edge beyond which there is more to see. The box's wrapper gets data-more="left",
+   "right" or both; rcutil.css draws the shadows above the content, so that a table's
+   rows cannot cover them. The shadows are absolutely placed: nothing moves when they
+   appear. The sizes are read when the browser has laid the page out (a ResizeObserver
+   reports them), all of them before any attribute is written, so that the page is laid
+   out once, not once per box. */
 (() => {
-  const update = (wrap) => {
+  const WRAPS = ".rc-scroll, div.highlight";
+  const state = (wrap) => {
     const box = wrap.firstElementChild;
-    if (!box) return;
+    if (!box) return "";
     const more = [];
     if (box.scrollLeft > 1) more.push("left");
     if (box.scrollLeft + box.clientWidth < box.scrollWidth - 1) more.push("right");
-    const value = more.join(" ");
-    if ((wrap.dataset.more || "") !== value) {
-      if (value) wrap.dataset.more = value;
-      else delete wrap.dataset.more;
-    }
+    return more.join(" ");
+  };
+  const write = (wrap, value) => {
+    if ((wrap.dataset.more || "") === value) return;
+    if (value) wrap.dataset.more = value;
+    else delete wrap.dataset.more;
   };
   const start = () => {
-    const wraps = document.querySelectorAll(".rc-scroll, div.highlight");
     const resized = new ResizeObserver((entries) => {
-      for (const entry of entries) update(entry.target.closest(".rc-scroll, div.highlight"));
+      const wraps = new Set(entries.map((e) => e.target.closest(WRAPS)).filter(Boolean));
+      const values = Array.from(wraps, (wrap) => [wrap, state(wrap)]); // read all ...
+      for (const [wrap, value] of values) write(wrap, value); // ... then write
     });
-    for (const wrap of wraps) {
+    for (const wrap of document.querySelectorAll(WRAPS)) {
       const box = wrap.firstElementChild;
       if (!box) continue;
-      box.addEventListener("scroll", () => update(wrap), { passive: true });
+      box.addEventListener("scroll", () => write(wrap, state(wrap)), { passive: true });
       resized.observe(box);
       if (box.firstElementChild) resized.observe(box.firstElementChild);
-      update(wrap);
     }
   };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

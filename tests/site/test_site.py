@@ -400,14 +400,26 @@ return {pageWidth: document.documentElement.scrollWidth, windowWidth: window.inn
 """
 
 
+RENDER_ALL = """
+const done = arguments[arguments.length - 1];
+if (!document.getElementById('rc-render-all')) {
+  const style = document.createElement('style');
+  style.id = 'rc-render-all';
+  style.textContent = 'section { content-visibility: visible !important; }';
+  document.head.append(style);
+}
+requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 150)));
+"""
+
+
 def layout(browser, width: int, page: str, media: str = "screen") -> dict:
     """Nothing wider than the page at ``width`` px; an equation, table or formula wider
     than its column scrolls in a box that shows it (on a screen) or is not there (in
     print)."""
     resize(browser, width, media)
-    browser.execute_async_script(
-        "requestAnimationFrame(() => setTimeout(arguments[0], 150))"
-    )
+    # every section laid out, as each is once a reader scrolls to it (off screen, the
+    # browser skips them: content-visibility)
+    browser.execute_async_script(RENDER_ALL)
     facts = browser.execute_script(LAYOUT_FACTS, media == "print")
     where = f"{page} at {width} px ({media})"
     assert facts["pageWidth"] <= facts["windowWidth"] + 1, (
