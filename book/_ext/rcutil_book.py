@@ -234,29 +234,15 @@ def _lighter_template(app, exception) -> None:
     _flat_theme_css(out)
 
 
-def _load_build_notebooks():
-    """``scripts/build_notebooks.py``, the one converter of chapters to notebooks."""
-    import importlib.util
-
-    name = "build_notebooks"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, ROOT / "scripts" / "build_notebooks.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 def _download_notebooks(app, exception) -> None:
     """The download button's notebooks (``_sources/book/NAME.ipynb``): each chapter as
     it runs in Jupyter or Colab, with the install cell, plain Markdown, the glued
-    numbers and the outputs of this build (``scripts/build_notebooks.py``), in place of
+    numbers and the outputs of this build (``rcutil_notebooks.py``), in place of
     the MyST source the theme would offer. The publish workflow copies these files to
     the branch that the Binder and Colab buttons open."""
     import subprocess
 
+    import rcutil_notebooks as convert  # beside this file
     from sphinx.util import logging
 
     if exception is not None or app.builder.format != "html":
@@ -265,7 +251,6 @@ def _download_notebooks(app, exception) -> None:
     stems = {p.stem for p in (sources / "book").glob("*.ipynb")}
     if not stems:
         return
-    convert = _load_build_notebooks()
     try:
         commit = convert.head_commit(ROOT)
     except (OSError, subprocess.CalledProcessError):
