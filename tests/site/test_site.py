@@ -361,6 +361,8 @@ PATH_LIKE = re.compile(r"^\S*[/\\]\S*$|\.(svg|png|jpe?g|gif)$", re.I)
 
 LAYOUT_FACTS = """
 const print = arguments[0];
+const done = arguments[arguments.length - 1];
+const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
 const column = document.querySelector('.bd-article') || document.body;
 const main = document.querySelector('.bd-main') || column;
 // a box that shows it scrolls: a shadow (rcutil.css) drawn at one of its edges
@@ -374,7 +376,7 @@ const name = el => {
   const text = (el.textContent || '').trim().replace(/\\s+/g, ' ').slice(0, 60);
   return el.tagName.toLowerCase() + (eqno ? ' ' + eqno.textContent.trim() : '') + ': ' + text;
 };
-const cut = [], uncued = [];
+const cut = [], hidden = [];
 // display equations, tables, and inline formulas outside both
 const items = Array.from(column.querySelectorAll('div.math, table, mjx-container')).filter(
   el => el.tagName !== 'MJX-CONTAINER' || !el.closest('div.math, table'));
@@ -389,14 +391,24 @@ for (const el of items) {
       cut.push('scroll box wider than the column: ' + name(el));
     if (box.scrollWidth > box.clientWidth + 1) {
       if (print) cut.push(name(el));
-      else if (!cued(wrap)) uncued.push(`${name(el)} (${box.scrollWidth} px in ${box.clientWidth} px)`);
+      else if (!cued(wrap)) hidden.push([el, wrap, box]);
     }
   } else if (el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > limit) {
     cut.push(name(el));
   }
 }
-return {pageWidth: document.documentElement.scrollWidth, windowWidth: window.innerWidth,
-        cut: cut, uncued: uncued};
+// a box is measured once it comes near the window: go to each box that shows no cue yet
+(async () => {
+  const uncued = [];
+  for (const [el, wrap, box] of hidden) {
+    wrap.scrollIntoView({block: 'center'});
+    for (let i = 0; i < 30 && !cued(wrap); i++) await frame();
+    if (!cued(wrap)) uncued.push(`${name(el)} (${box.scrollWidth} px in ${box.clientWidth} px)`);
+  }
+  window.scrollTo(0, 0);
+  done({pageWidth: document.documentElement.scrollWidth, windowWidth: window.innerWidth,
+        cut: cut, uncued: uncued});
+})();
 """
 
 
@@ -420,7 +432,7 @@ def layout(browser, width: int, page: str, media: str = "screen") -> dict:
     # every section laid out, as each is once a reader scrolls to it (off screen, the
     # browser skips them: content-visibility)
     browser.execute_async_script(RENDER_ALL)
-    facts = browser.execute_script(LAYOUT_FACTS, media == "print")
+    facts = browser.execute_async_script(LAYOUT_FACTS, media == "print")
     where = f"{page} at {width} px ({media})"
     assert facts["pageWidth"] <= facts["windowWidth"] + 1, (
         f"{where}: the page scrolls sideways ({facts['pageWidth']} px)"
