@@ -181,6 +181,10 @@ SEARCH_SCRIPTS = re.compile(
     r'<script src="([^"]*(?:searchtools|language_data|searchindex)\.js)"></script>'
 )
 SEARCH_PAGE = "search.html"
+#: The one script that every page waits for (its inline scripts read its global).
+OPTIONS_SCRIPT = re.compile(
+    r'<script src="[^"]*documentation_options\.js[^"]*"></script>'
+)
 
 
 def _lighter_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -212,14 +216,20 @@ FONT_AWESOME_STUB = (
 def _lighter_template(app, exception) -> None:
     """What the theme's template writes on every page, outside ``script_files`` (so
     :func:`_lighter_scripts` cannot reach it): the Font Awesome script becomes a comment
-    (the icons come from web fonts; the script cost each page 1.4 MB), and the search
-    scripts are deferred, so that the page renders before they load."""
+    (the icons come from web fonts; the script cost each page 1.4 MB), the search
+    scripts are deferred on the search page and left out elsewhere, the short script of
+    Sphinx's options is written into the page, figures get their size, and components
+    a page does not use are left out of it, so that the page renders sooner."""
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir)
     target = out / "_static" / "scripts" / "fontawesome.js"
     if target.exists():
         target.write_text(FONT_AWESOME_STUB)
+    options_js = out / "_static" / "documentation_options.js"
+    options = options_js.read_text(encoding="utf-8") if options_js.is_file() else ""
+    if "</" in options:
+        options = ""
     for page in out.rglob("*.html"):
         html = page.read_text(encoding="utf-8")
         lighter = SEARCH_SCRIPTS.sub(
@@ -228,6 +238,10 @@ def _lighter_template(app, exception) -> None:
         )
         lighter = _sized_images(lighter, page)
         lighter = drop_unused_assets(lighter)
+        if options:  # in the page: a request less before it shows
+            lighter = OPTIONS_SCRIPT.sub(
+                lambda m: f"<script>{options}</script>", lighter, count=1
+            )
         if lighter != html:
             page.write_text(lighter, encoding="utf-8")
     _icon_fonts(out)
