@@ -126,3 +126,22 @@ def test_an_svg_figure_gets_its_size_in_css_pixels(tmp_path):
     assert 'width="480" height="240"' in book._sized_images(html, page)
     sized = '<img width="10" src="../_images/f.svg" />'
     assert book._sized_images(sized, page) == sized
+
+
+def test_a_formula_keeps_the_punctuation_that_follows_it_on_its_line():
+    from docutils import nodes
+
+    book, _ = _ext()
+    para = nodes.paragraph()
+    para += nodes.Text("the larger ")
+    para += nodes.math("", r"\beta")
+    para += nodes.Text(", the faster")
+    para += nodes.math("", "x")
+    para += nodes.Text(" and more")
+    doc = nodes.document(None, None)
+    doc += para
+    book._tie_punctuation(None, doc, "page")
+    tie = para[1]
+    assert "rc-tie" in tie["classes"] and tie.astext() == r"\beta,"
+    assert para[2].astext() == " the faster"
+    assert isinstance(para[3], nodes.math)  # no punctuation after it: left alone

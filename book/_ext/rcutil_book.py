@@ -469,11 +469,42 @@ def _keep_numbers_whole(app, doctree, docname) -> None:
             )
 
 
+#: Punctuation that follows a formula and must not start the next line.
+_TRAILING = re.compile(r"^[,.;:!?)\]\u2019\u201d]+")
+
+
+def _tie_punctuation(app, doctree, docname) -> None:
+    """A formula and the punctuation right after it (``$\\beta$,``) in one
+    ``<span class="rc-tie">`` that does not break: a browser would otherwise start a
+    line with the comma."""
+    from docutils import nodes
+
+    for math in list(doctree.findall(nodes.math)):
+        parent = math.parent
+        i = parent.index(math)
+        following = parent[i + 1] if i + 1 < len(parent) else None
+        if not isinstance(following, nodes.Text):
+            continue
+        m = _TRAILING.match(str(following))
+        if not m:
+            continue
+        tie = nodes.inline("", "", classes=["rc-tie"])
+        parent.replace(math, tie)
+        tie += math
+        tie += nodes.Text(m.group())
+        rest = str(following)[m.end() :]
+        if rest:
+            parent.replace(following, nodes.Text(rest))
+        else:
+            parent.remove(following)
+
+
 def setup(app):
     from docutils import nodes
 
     rcutil_math.setup(app)
     app.connect("doctree-resolved", _keep_numbers_whole)
+    app.connect("doctree-resolved", _tie_punctuation)
     app.connect("builder-inited", _stage)
     app.add_node(nodes.table, override=True, html=(_visit_table, _depart_table))
     # before the theme handlers: emit_firstresult stops at the first handler that
