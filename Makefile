@@ -112,9 +112,10 @@ execute:
 	set -f; RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/python' scripts/execute_chapters.py \
 	  --cache '$(JB_CACHE)' -- $$CHAPTER_FILES
 
-## the website from the executed chapters: -W -n, a failing cell or a warning fails it
+## the website from the executed chapters: -W -n, a failing cell or a warning fails it; built
+## afresh (Sphinx would keep the page of an unchanged chapter with the outputs of an older run)
 build:
-	rm -rf '$(OUT)/_build/html'
+	rm -rf '$(OUT)/_build/html' '$(OUT)/_build/.doctrees'
 	RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/jupyter-book' build -W -n --keep-going \
 	  --path-output '$(OUT)' '$(BOOK_ROOT)'
 
