@@ -40,6 +40,7 @@ from typing import Any
 
 from . import env, files
 from .fingerprint import science_fingerprint
+from .profiles import profile_of
 from .results import StoredResultError, to_jsonable
 
 RESULTS_DIR_ENV = "RCUTIL_RESULTS_DIR"
@@ -158,7 +159,7 @@ def identity(module, settings: dict, device: str) -> dict:
     return to_jsonable(
         {
             "experiment": stem(module),
-            "profile": settings["profile"],
+            "profile": profile_of(settings),
             "settings": settings,
             "device": str(device),
             "code": science_fingerprint(module),

@@ -212,7 +212,7 @@ def test_settings_are_typed_one_row_per_profile_and_stored_typed(entry):
     assert typing.get_type_hints(module.Result)["settings"] is cls
     for p in profiles.PROFILES:
         row = profiles.settings_for(module.SETTINGS, p)
-        assert row.profile == p and row["profile"] == p
+        assert row.profile == p
         held = dataclasses.make_dataclass(
             "Held", [("settings", cls)], bases=(results.Result,)
         )
