@@ -768,11 +768,18 @@ def decision(
     measurable: bool = True,
     why_not_measurable: str = "",
 ) -> Decision:
-    """The rule over a claim's parts (one part, or several that must all hold)."""
+    """The rule over a claim's parts (one part, or several that must all hold), at the
+    level the parts were tested at."""
     parts = (parts,) if isinstance(parts, Part) else tuple(parts)
-    return Decision(
-        parts, LEVEL if level is None else level, measurable, why_not_measurable
-    )
+    levels = {p.level for p in parts}
+    if level is None and len(levels) == 1:
+        level = levels.pop()
+    if levels - {level}:
+        raise ValueError(
+            f"the parts were tested at levels {sorted(levels)}, the decision is asked "
+            f"at {level}: test every part at the decision's level"
+        )
+    return Decision(parts, level, measurable, why_not_measurable)
 
 
 def seeds_needed(d: Decision, power_: float = POWER) -> int | None:
@@ -857,15 +864,16 @@ class Claim:
     rule: str = ""  #: the rule that decided the verdict, in words
     chapter: str = ""  #: label of the chapter with the evidence (the report fills it)
     #: how the test differs from the paper's (a row of the first rules, without one,
-    #: gets :data:`STATED_IN_REASON`)
+    #: gets :data:`STATED` if reproduced, else :data:`STATED_IN_REASON`)
     setting: Setting | None = None
     decision: Decision | None = None  #: the test, when one decided the verdict
 
     def __post_init__(self):
-        if self.verdict == DEVIATION:  # a row of the first rules
-            object.__setattr__(self, "verdict", REPRODUCED)
         if self.setting is None:  # a row of the first rules: its reason says how
-            object.__setattr__(self, "setting", STATED_IN_REASON)
+            legacy = STATED if self.verdict == REPRODUCED else STATED_IN_REASON
+            object.__setattr__(self, "setting", legacy)
+        if self.verdict == DEVIATION:
+            object.__setattr__(self, "verdict", REPRODUCED)
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
         if self.decision is not None and self.decision.verdict != self.verdict:
