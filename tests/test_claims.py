@@ -1,0 +1,658 @@
+"""The rules that decide a claim (rcutil/claims.py): each path of the rules, the tests
+against an oracle that enumerates every rearrangement, and both wrong verdicts under no
+effect, simulated for each structure of the book's claims with its seed counts."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats
+
+from rcutil import claims as C
+
+LEVEL = C.LEVEL
+
+
+# ---------------------------------------------------------------- the oracle
+def _scores(sizes, paired):
+    m = len(sizes)
+    c = np.arange(m, dtype=float)
+    w = np.ones(m) if paired else np.asarray(sizes, dtype=float)
+    return c - (w * c).sum() / w.sum()
+
+
+def oracle_statistics(design, samples, theta):
+    """The statistic of every rearrangement of ``samples`` shifted by ``theta`` (the
+    observed one first), by enumeration: two arms, paired arms, paired levels."""
+    xs = [np.asarray(s, dtype=float) for s in samples]
+    sizes = [len(x) for x in xs]
+    if design in (C.TWO_ARMS, C.PAIRED):
+        xs = [xs[0] - theta, xs[1]]
+    else:
+        c = _scores(sizes, design == C.PAIRED_TREND)
+        xs = [x - theta * cj for x, cj in zip(xs, c)]
+    out = []
+    if design == C.TWO_ARMS:
+        v = np.concatenate(xs)
+        first = tuple(range(sizes[0]))
+        splits = [first] + [
+            s for s in itertools.combinations(range(v.size), sizes[0]) if s != first
+        ]
+        for s in splits:
+            mask = np.zeros(v.size, bool)
+            mask[list(s)] = True
+            out.append(v[mask].mean() - v[~mask].mean())
+    elif design == C.PAIRED:
+        d = xs[0] - xs[1]
+        for signs in itertools.product([1, -1], repeat=d.size):
+            out.append((np.array(signs) * d).mean())
+    else:  # PAIRED_TREND: the levels of each seed rearranged
+        c = _scores(sizes, True)
+        y = np.stack(xs)  # (levels, seeds)
+        per_seed = [list(itertools.permutations(range(len(sizes))))] * y.shape[1]
+        for choice in itertools.product(*per_seed):
+            z = np.stack([y[list(p), i] for i, p in enumerate(choice)], axis=1)
+            out.append((c[:, None] * z).mean(axis=1).sum() / (c**2).sum())
+    return np.array(out)
+
+
+def _trend_statistics(samples, theta):
+    """Unpaired trend, every split of the pooled values into the levels' sizes."""
+    xs = [np.asarray(s, dtype=float) for s in samples]
+    sizes = [len(x) for x in xs]
+    c = _scores(sizes, False)
+    xs = [x - theta * cj for x, cj in zip(xs, c)]
+    v = np.concatenate(xs)
+    scale = (np.asarray(sizes) * c**2).sum()
+    out = []
+
+    def split(rest, j, acc):
+        if j == len(sizes) - 1:
+            out.append(acc + c[j] * v[list(rest)].sum())
+            return
+        for pick in itertools.combinations(rest, sizes[j]):
+            left = [i for i in rest if i not in pick]
+            split(left, j + 1, acc + c[j] * v[list(pick)].sum())
+
+    split(list(range(v.size)), 0, 0.0)
+    t0 = sum(c[j] * x.sum() for j, x in enumerate(xs)) / scale
+    return t0, np.array(out) / scale
+
+
+def oracle(design, samples, theta=0.0):
+    """(p_less, p_greater) against ``theta``, by enumeration."""
+    if design == C.TREND:
+        t0, null = _trend_statistics(samples, theta)
+    else:
+        null = oracle_statistics(design, samples, theta)
+        t0 = null[0]
+    tol = 1e-9 * max(1.0, abs(t0))
+    return (null <= t0 + tol).mean(), (null >= t0 - tol).mean()
+
+
+# ---------------------------------------------------------------- against the oracle
+DESIGN_SIZES = {
+    C.TWO_ARMS: st.tuples(st.integers(1, 5), st.integers(1, 5)),
+    C.PAIRED: st.integers(1, 6).map(lambda n: (n, n)),
+    C.TREND: st.lists(st.integers(1, 3), min_size=2, max_size=3).map(tuple),
+    C.PAIRED_TREND: st.tuples(st.integers(2, 3), st.integers(1, 3)).map(
+        lambda mn: (mn[1],) * mn[0]
+    ),
+}
+
+
+@st.composite
+def data_sets(draw):
+    design = draw(st.sampled_from(C.DESIGNS))
+    sizes = draw(DESIGN_SIZES[design])
+    ties = draw(st.booleans())  # error counts: ties between seeds and arms
+    value = (
+        st.integers(0, 4).map(lambda k: k / 8)
+        if ties
+        else st.floats(-10, 10, allow_nan=False).map(lambda x: round(x, 6))
+    )
+    samples = [draw(st.lists(value, min_size=k, max_size=k)) for k in sizes]
+    return design, samples
+
+
+@given(data_sets(), st.sampled_from([0.0, 0.3]))
+def test_p_values_are_those_of_every_rearrangement(data, shift):
+    design, samples = data
+    if design in (C.TREND, C.PAIRED_TREND):
+        shift = 0.0  # a trend is tested against no trend
+    out = C.permutation_tests(design, samples, shift=shift)
+    p_less, p_greater = oracle(design, samples, shift)
+    assert out["exact"] and out["size"] == C.group_size(
+        design, [len(s) for s in samples]
+    )
+    assert out["p_less"] == pytest.approx(p_less, abs=1e-12)
+    assert out["p_greater"] == pytest.approx(p_greater, abs=1e-12)
+
+
+@given(data_sets())
+def test_the_interval_is_the_set_of_effects_the_test_does_not_reject(data):
+    design, samples = data
+    out = C.permutation_tests(design, samples)
+    low, high = float(out["low"]), float(out["high"])
+    assert low <= float(out["estimate"]) + 1e-9 <= high + 2e-9
+    eps = 1e-6 * (1 + abs(low) + abs(high))
+    if math.isfinite(low):  # rejected just below, not rejected at it
+        assert oracle(design, samples, low - eps)[1] <= LEVEL
+        assert oracle(design, samples, low + eps)[1] > LEVEL
+    else:  # too few rearrangements: no effect is ever rejected
+        assert oracle(design, samples, -1e6)[1] > LEVEL
+    if math.isfinite(high):
+        assert oracle(design, samples, high + eps)[0] <= LEVEL
+        assert oracle(design, samples, high - eps)[0] > LEVEL
+
+
+@given(data_sets())
+def test_the_verdict_and_the_interval_agree(data):
+    design, samples = data
+    out = C.permutation_tests(design, samples)
+    assert (out["p_greater"] <= LEVEL) == (out["low"] > 0)
+    assert (out["p_less"] <= LEVEL) == (out["high"] < 0)
+
+
+def test_five_against_five_seeds_is_exact_over_252_splits():
+    a, b = [1.0, 2, 3, 4, 5], [6.0, 7, 8, 9, 10]
+    part = C.comparison(a, b, direction="less")
+    assert part.size == 252 and part.exact
+    assert part.p == pytest.approx(1 / 252) and part.p_against == 1.0
+    assert part.coverage == pytest.approx(1 - 24 / 252)
+    assert part.estimate == -5.0 and part.means == (3.0, 8.0) and part.n == (5, 5)
+
+
+def test_five_paired_seeds_give_the_range_of_the_differences():
+    d = np.array([0.3, -0.1, 0.5, 0.2, 0.9])
+    part = C.comparison(d + 1, np.ones(5), direction="greater", paired=True)
+    assert (part.low, part.high) == pytest.approx((d.min(), d.max()))
+    assert part.coverage == pytest.approx(1 - 2 / 32) and part.size == 32
+    # 4 of 5 differences positive: p = 2/32 (the observed and the all-positive flip)
+    assert part.p == pytest.approx(2 / 32) and part.p > LEVEL
+
+
+def test_only_five_same_sign_paired_seeds_can_reach_the_level():
+    up = C.comparison([1.0, 2, 3, 4, 5], [0.0] * 5, direction="greater", paired=True)
+    assert up.p == pytest.approx(1 / 32) and up.p <= LEVEL
+    four = C.comparison([1.0, 2, 3, 4], [0.0] * 4, direction="greater", paired=True)
+    assert four.p == pytest.approx(1 / 16) and four.p > LEVEL
+    assert math.isinf(four.low) and four.low < 0
+
+
+def test_more_rearrangements_than_the_enumeration_are_drawn_at_random():
+    rng = np.random.default_rng(3)
+    levels = [rng.normal(size=5) + 1.5 * j for j in range(3)]
+    out = C.permutation_tests(C.TREND, levels, resamples=999, seed=5)
+    assert not out["exact"] and out["size"] == 1000
+    # the p-value of a random test counts the observed split: (b + 1) / (R + 1)
+    for p in (out["p_less"], out["p_greater"]):
+        assert p >= 1 / 1000 and round(p * 1000) == pytest.approx(p * 1000)
+    # the same draws as scipy's test with the same seed, both ways
+    pooled = [
+        np.stack([x - 0.0, np.full(5, cj)])
+        for x, cj in zip(levels, _scores([5] * 3, False))
+    ]
+    for side in ("less", "greater"):
+        ref = stats.permutation_test(
+            pooled,
+            lambda *xs, axis: (
+                sum(cj * x.sum(axis) for cj, x in zip(_scores([5] * 3, False), xs)) / 50
+            ),
+            permutation_type="independent",
+            vectorized=True,
+            n_resamples=999,
+            alternative=side,
+            axis=-1,
+            rng=np.random.default_rng(5),
+        )
+        assert out[f"p_{side}"] == pytest.approx(ref.pvalue[0])
+    # the book's part at its seed counts goes the random way too
+    part = C.ordered_trend([2, 6, 10], levels, direction="greater")
+    assert not part.exact and part.size == C.RESAMPLES + 1
+    assert part.p <= LEVEL and part.low > 0
+
+
+def test_a_part_records_its_data_and_its_level():
+    part = C.comparison(
+        [1.0, 2, 3], [4.0, 5, 6], direction="less", level=0.1, label="x"
+    )
+    assert part.values == ((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)) and part.level == 0.1
+    assert part.coverage == pytest.approx(C.coverage(20, 0.1)) == 0.8
+    assert part.line().startswith("x −3 [") and "p = 0.05" in part.line()
+
+
+# ---------------------------------------------------------------- one part: its inputs
+def test_a_direction_other_than_less_or_greater_is_refused():
+    with pytest.raises(ValueError, match="direction"):
+        C.comparison([1, 2], [3, 4], direction="lower")
+
+
+def test_paired_arms_need_the_same_seeds():
+    with pytest.raises(ValueError, match="same seeds"):
+        C.comparison([1, 2, 3], [3, 4], direction="less", paired=True)
+
+
+def test_values_must_be_finite():
+    with pytest.raises(ValueError, match="finite"):
+        C.comparison([1, math.nan], [3, 4], direction="less")
+    with pytest.raises(ValueError, match="finite"):
+        C.permutation_tests(C.TWO_ARMS, [[1, np.inf], [3, 4]])
+
+
+def test_a_trend_needs_increasing_levels_and_one_list_each():
+    with pytest.raises(ValueError, match="increase"):
+        C.ordered_trend([1, 1, 2], [[1], [2], [3]], direction="less")
+    with pytest.raises(ValueError, match="one list of values per level"):
+        C.ordered_trend([1, 2, 3], [[1], [2]], direction="less")
+    with pytest.raises(ValueError, match="one list of values per level"):
+        C.ordered_trend([1], [[1]], direction="less")
+
+
+def test_the_design_names_its_arms():
+    with pytest.raises(ValueError, match="design"):
+        C.permutation_tests("three arms", [[1], [2]])
+    with pytest.raises(ValueError, match="two arms"):
+        C.permutation_tests(C.TWO_ARMS, [[1], [2], [3]])
+    with pytest.raises(ValueError, match="at least two levels"):
+        C.permutation_tests(C.TREND, [[1, 2]])
+    with pytest.raises(ValueError, match="at least one seed"):
+        C.permutation_tests(C.TWO_ARMS, [[], [2]])
+    with pytest.raises(ValueError, match="design"):
+        C.group_size("three arms", [1, 2])
+
+
+def test_group_sizes():
+    assert C.group_size(C.TWO_ARMS, [5, 5]) == 252
+    assert C.group_size(C.TWO_ARMS, [3, 4]) == 35
+    assert C.group_size(C.PAIRED, [5, 5]) == 32
+    assert C.group_size(C.TREND, [5, 5, 5]) == 756_756
+    assert C.group_size(C.TREND, [1, 2, 3]) == 60
+    assert C.group_size(C.PAIRED_TREND, [5, 5, 5]) == 6**5
+    assert C.group_size(C.PAIRED_TREND, [4] * 5) == 120**4
+
+
+def test_coverage_follows_from_the_rearrangements():
+    assert C.coverage(252) == pytest.approx(1 - 24 / 252)
+    assert C.coverage(32) == pytest.approx(1 - 2 / 32)
+    assert C.coverage(10_000) == pytest.approx(0.9)
+    assert C.coverage(20) == pytest.approx(0.9)  # 3 against 3: 1/20 each side
+    assert C.coverage(16) == 1.0  # 4 paired seeds: the level is never reached
+
+
+def test_a_trend_is_the_slope_per_level_step():
+    part = C.ordered_trend(
+        [0, 0.5, 1], [[1.0, 1.2], [2.0, 2.2], [3.0, 3.2]], direction="greater"
+    )
+    assert part.estimate == pytest.approx(1.0) and part.design == C.TREND
+    paired = C.ordered_trend(
+        [1, 2, 3, 4, 5],
+        [[j + 0.1 * i for i in range(5)] for j in range(5)],
+        direction="greater",
+        paired=True,
+    )
+    assert paired.estimate == pytest.approx(1.0) and paired.design == C.PAIRED_TREND
+    assert paired.p <= LEVEL and paired.n == (5,) * 5
+
+
+def test_unequal_seeds_per_level_weight_the_slope_by_seeds():
+    # least squares on the level's rank with 1, 2 and 3 seeds
+    y = [[0.0], [1.0, 1.2], [2.5, 2.0, 2.2]]
+    x = np.repeat([0, 1, 2], [1, 2, 3])
+    slope = np.polyfit(x, np.concatenate(y), 1)[0]
+    assert C.ordered_trend([1, 2, 3], y, direction="greater").estimate == pytest.approx(
+        slope
+    )
+
+
+# ---------------------------------------------------------------- the rule over parts
+def test_every_part_must_hold_for_reproduced():
+    assert C.verdicts([0.01, 0.04], [0.99, 0.97]) == 1
+    assert C.verdicts([0.01, 0.06], [0.99, 0.5]) == 0
+    assert C.verdicts([0.05], [0.96]) == 1  # at the level itself
+
+
+def test_a_part_reversed_after_holm_is_not_reproduced():
+    # k = 2: reversed at 0.025 decides, 0.03 does not
+    assert C.verdicts([0.5, 0.9], [0.5, 0.025]) == -1
+    assert C.verdicts([0.5, 0.9], [0.5, 0.03]) == 0
+    assert C.verdicts([0.5] * 4, [0.6, 0.6, 0.6, 0.0125]) == -1
+    assert C.verdicts([0.5] * 4, [0.6, 0.6, 0.6, 0.013]) == 0
+    # holds in part, another part reversed: not reproduced
+    assert C.verdicts([0.01, 0.99], [0.99, 0.01]) == -1
+
+
+def test_verdicts_are_vectorised_over_claims():
+    p = np.array([[0.01, 0.01], [0.5, 0.5], [0.01, 0.9]])
+    q = np.array([[0.99, 0.99], [0.5, 0.5], [0.99, 0.02]])
+    assert C.verdicts(p, q).tolist() == [1, 0, -1]
+
+
+def test_verdicts_need_one_p_value_each_way_per_part():
+    with pytest.raises(ValueError, match="one p-value each way"):
+        C.verdicts([0.1, 0.2], [0.1])
+    with pytest.raises(ValueError, match="one p-value each way"):
+        C.verdicts(np.zeros((3, 0)), np.zeros((3, 0)))
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=8), st.sampled_from([0.05, 0.1]))
+def test_holm_is_the_step_down_procedure(p, level):
+    got = C.holm(p, level)
+    # the definition: reject the i-th smallest while every smaller rank passed
+    order = sorted(range(len(p)), key=lambda i: (p[i], i))
+    expect, going = [False] * len(p), True
+    for rank, i in enumerate(order):
+        going = going and p[i] <= level / (len(p) - rank)
+        expect[i] = going
+    assert got == expect
+    assert any(got) == (min(p) <= level / len(p))
+
+
+def _part(
+    p,
+    p_against,
+    label="",
+    estimate=-1.0,
+    design=C.TWO_ARMS,
+    direction="less",
+    unit_se=1.0,
+    n=5,
+):
+    return C.Part(
+        label=label,
+        design=design,
+        direction=direction,
+        values=((0.0,) * n, (0.0,) * n),
+        estimate=estimate,
+        low=-2.0,
+        high=0.5,
+        coverage=0.9,
+        p=p,
+        p_against=p_against,
+        size=252,
+        unit_se=unit_se,
+    )
+
+
+def test_a_decision_names_each_path_in_its_reason():
+    held = C.decision([_part(0.01, 0.99, "L = 2"), _part(0.02, 0.98, "L = 6")])
+    assert held.verdict == C.REPRODUCED and held.reason() == "every part holds"
+    assert C.decision(_part(0.01, 0.99)).reason() == "the test decides for it"
+    part_only = C.decision(
+        [_part(0.01, 0.99, "L = 2"), _part(0.99, 0.01, "L = 6", estimate=1.0)]
+    )
+    assert part_only.verdict == C.NOT_REPRODUCED
+    assert part_only.reason().startswith("holds only in part: L = 6 goes the other way")
+    assert part_only.reversed == (part_only.parts[1],) and part_only.holding == (
+        part_only.parts[0],
+    )
+    against = C.decision(_part(0.99, 0.01, "β", estimate=1.0))
+    assert against.reason() == "β goes the other way"
+    some = C.decision([_part(0.01, 0.99, "L = 2"), _part(0.3, 0.7, "L = 6")])
+    assert some.verdict == C.INCONCLUSIVE
+    assert some.reason().startswith(
+        "L = 2 holds, the rest is not resolved; it would take about"
+    )
+    none = C.decision(_part(0.3, 0.7))
+    assert none.reason().startswith("not resolved either way; it would take about")
+
+
+def test_a_measure_at_its_floor_is_inconclusive_whatever_the_tests():
+    d = C.decision(
+        _part(0.001, 0.999), measurable=False, why_not_measurable="every run fits"
+    )
+    assert d.verdict == C.INCONCLUSIVE and d.code == 0
+    assert d.reason() == "the measure cannot show the effect: every run fits"
+    assert "every run fits" in d.it_would_take()
+    with pytest.raises(ValueError, match="why_not_measurable"):
+        C.decision(_part(0.5, 0.5), measurable=False)
+
+
+def test_a_decision_needs_parts_at_its_own_level():
+    with pytest.raises(ValueError, match="at least one part"):
+        C.Decision(())
+    a = C.comparison([1, 2, 3], [4, 5, 6], direction="less")
+    b = C.comparison([1, 2, 3], [4, 5, 6], direction="less", level=0.1)
+    with pytest.raises(ValueError, match="levels"):
+        C.decision([a, b])
+    with pytest.raises(ValueError, match="levels"):
+        C.decision(a, level=0.1)
+    assert C.decision(b).level == 0.1 and C.decision(b).verdict == C.REPRODUCED
+
+
+def test_a_decision_shows_one_line_of_evidence():
+    a = C.comparison(
+        [1.0, 2, 3, 4, 5], [3.0, 4, 5, 6, 7], direction="less", label="w − wo"
+    )
+    line = C.decision(a).line()
+    p_less = oracle(C.TWO_ARMS, a.values)[0]
+    assert line.startswith("w − wo −2 [−4, 0], ") and f"p = {p_less:.2g}" in line
+    assert line.endswith("(90.48 % interval; 5 seeds per arm)")
+    b = C.comparison([1.0, 2, 3], [3.0, 4, 5], direction="less", paired=True, label="x")
+    two = C.decision(
+        [a, C.comparison([1.0, 2, 3, 4, 5], [3.0, 4, 5, 6, 7], direction="less")]
+    )
+    assert "; " in two.line() and "intervals" in two.line()
+    assert "3 paired seeds" in C.decision(b).line()
+    assert (
+        "at least 90.48 %"
+        in C.decision(
+            [
+                a,
+                C.comparison(
+                    [1, 2, 3, 4, 5, 6.0], [3, 4, 5, 6, 7, 8.0], direction="less"
+                ),
+            ]
+        ).line()
+    )
+
+
+def test_the_rule_in_words_names_its_test():
+    a = C.comparison([1.0, 2, 3, 4, 5], [3.0, 4, 5, 6, 7], direction="less")
+    assert "exact over 252 rearrangements" in C.decision(a).rule()
+    assert (
+        "2 parts" in C.decision([a, a]).rule()
+        and "0.05/2 (Holm)" in C.decision([a, a]).rule()
+    )
+    t = C.ordered_trend(
+        [1, 2, 3], [[1.0] * 5, [2.0] * 5, [3.0] * 5], direction="greater"
+    )
+    assert "random rearrangements" in C.decision(t).rule()
+
+
+def test_seeds_per_part_are_shown_by_design():
+    assert _part(0.1, 0.9).seeds() == "5 seeds per arm"
+    assert C.comparison([1, 2], [3, 4, 5], direction="less").seeds() == "2 + 3 seeds"
+    assert (
+        C.comparison([1, 2, 3], [3, 4, 5], direction="less", paired=True).seeds()
+        == "3 paired seeds"
+    )
+    assert (
+        C.ordered_trend([1, 2], [[1, 2], [3, 4]], direction="less").seeds()
+        == "2 seeds per level"
+    )
+    assert (
+        C.ordered_trend([1, 2], [[1, 2], [3, 4]], direction="less", paired=True).seeds()
+        == "2 seeds per level, paired"
+    )
+
+
+# ---------------------------------------------------------------- what it would take
+def test_the_seeds_it_would_take_reach_the_power_and_no_fewer_do():
+    p = _part(0.3, 0.7, estimate=-0.5, unit_se=math.sqrt(2))  # effect 0.5 s.d.
+    d = C.decision(p)
+    n = d.seeds_needed()
+    assert C.power(p, n, LEVEL) >= C.POWER > C.power(p, n - 1, LEVEL)
+    # the normal formula's neighbourhood: 2 (1.645 + 0.842)^2 / 0.25 = 49.5
+    assert 48 <= n <= 53
+    assert d.it_would_take().startswith(f"about {n:,} seeds per arm")
+    assert "(for the claim)" in d.it_would_take()
+
+
+def test_an_effect_against_the_claim_is_resolved_at_the_holm_level():
+    p1 = _part(0.9, 0.1, estimate=0.5, unit_se=math.sqrt(2))
+    p2 = _part(0.5, 0.5, estimate=0.0, unit_se=math.sqrt(2))
+    d = C.decision([p1, p2])
+    n = d.seeds_needed()
+    assert C.power(p1, n, LEVEL / 2) >= C.POWER > C.power(p1, n - 1, LEVEL / 2)
+    assert "(against the claim)" in d.it_would_take()
+
+
+def test_every_part_must_reach_the_power_together():
+    parts = [_part(0.3, 0.7, estimate=-0.5, unit_se=math.sqrt(2)) for _ in range(3)]
+    n = C.decision(parts).seeds_needed()
+    assert (
+        C.power(parts[0], n, LEVEL) ** 3
+        >= C.POWER
+        > C.power(parts[0], n - 1, LEVEL) ** 3
+    )
+
+
+def test_what_no_number_of_seeds_resolves():
+    zero = C.decision(_part(0.5, 0.5, estimate=0.0))
+    assert zero.seeds_needed() is None and "effect is zero" in zero.it_would_take()
+    one_seed = C.decision(_part(0.5, 0.5, unit_se=math.nan))
+    assert one_seed.seeds_needed() is None
+    tiny = C.decision(_part(0.5, 0.5, estimate=-1e-4, unit_se=1.0))
+    assert tiny.seeds_needed() == C.MOST_SEEDS + 1
+    assert tiny.it_would_take() == f"more than {C.MOST_SEEDS:,} seeds per arm"
+    trend = C.decision(_part(0.5, 0.5, estimate=-1e-4, design=C.TREND))
+    assert "per level" in trend.it_would_take()
+
+
+def test_power_is_zero_where_the_permutation_test_cannot_reach_the_level():
+    p = _part(0.3, 0.7, design=C.PAIRED, estimate=-10.0)
+    assert C.power(p, 4, LEVEL) == 0.0 and C.power(p, 5, LEVEL) > 0.99
+    flat = _part(0.3, 0.7, estimate=-1.0, unit_se=0.0)
+    assert C.power(flat, 5, LEVEL) == 1.0
+    assert C.power(_part(0.3, 0.7, estimate=0.0, unit_se=0.0), 5, LEVEL) == 0.0
+    assert C.decision(flat).seeds_needed() == 3  # 3 + 3: p = 1/20 at the level
+
+
+def test_the_power_calculation_matches_the_rule_by_simulation():
+    """At the seeds it would take, the rule itself (the permutation test) resolves an
+    effect like the observed one about as often as promised."""
+    rng = np.random.default_rng(11)
+    a, b = rng.normal(0, 1, 5), rng.normal(0.9, 1, 5)
+    part = C.comparison(a, b, direction="less")
+    n = C.decision(part).seeds_needed()
+    sd = part.unit_se / math.sqrt(2)
+    effect = part.estimate
+    reps = 1000
+    sim = C.permutation_tests(
+        C.TWO_ARMS,
+        [rng.normal(effect, sd, (reps, n)), rng.normal(0, sd, (reps, n))],
+        resamples=199,
+        exact_limit=0,
+        seed=1,
+    )
+    power = (sim["p_less"] <= LEVEL).mean()
+    assert power == pytest.approx(C.POWER, abs=0.06)
+
+
+# ---------------------------------------------------------------- exact checks
+def test_an_exact_check_reproduces_only_when_every_check_passes():
+    assert C.check_verdict(True) == C.REPRODUCED
+    assert C.check_verdict(np.bool_(False)) == C.NOT_REPRODUCED
+    assert C.check_verdict([True, True]) == C.REPRODUCED
+    assert C.check_verdict([True, False]) == C.NOT_REPRODUCED
+    assert C.check_verdict({"β = 0": False, "β = 1": True}) == C.NOT_REPRODUCED
+    with pytest.raises(ValueError, match="at least one check"):
+        C.check_verdict([])
+
+
+# ---------------------------------------------------------------- setting and row
+def test_a_setting_is_stated_or_a_reconstruction_with_its_differences():
+    assert C.STATED.kind == C.AS_STATED and C.STATED.text() == "as the paper states it"
+    s = C.reconstruction("τ = d_QK", "constants derived here")
+    assert s.kind == C.RECONSTRUCTION
+    assert s.text() == "the book's reconstruction: τ = d_QK; constants derived here"
+    with pytest.raises(ValueError, match="at least one difference"):
+        C.reconstruction()
+    with pytest.raises(TypeError, match="tuple"):
+        C.Setting("τ = d_QK")
+    with pytest.raises(ValueError, match="non-empty"):
+        C.Setting(("",))
+
+
+def _claim(**kw):
+    base = dict(
+        key="k", claim="c", paper="p", book="1.0", verdict=C.REPRODUCED, reason="r"
+    )
+    return C.Claim(**{**base, **kw})
+
+
+def test_a_row_has_a_verdict_and_a_setting():
+    row = _claim(setting=C.reconstruction("width 64"))
+    assert (row.verdict, row.setting_kind, row.mark) == (
+        C.REPRODUCED,
+        C.RECONSTRUCTION,
+        "✓",
+    )
+    assert row.status == C.DEVIATION and row.evidence == "1.0"
+    stated = _claim(verdict=C.NOT_REPRODUCED, setting=C.STATED)
+    assert stated.status == C.NOT_REPRODUCED and stated.mark == "✗"
+    assert stated.setting_text == "as the paper states it"
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        _claim(verdict="holds")
+    with pytest.raises(TypeError, match="Setting"):
+        _claim(setting="as stated")
+
+
+def test_a_row_decided_by_a_test_reads_the_tests_verdict_and_line():
+    d = C.decision(
+        C.comparison([1.0, 2, 3, 4, 5], [6.0, 7, 8, 9, 10], direction="less")
+    )
+    row = _claim(verdict=d.verdict, decision=d, setting=C.STATED)
+    assert row.evidence == d.line() and row.verdict == C.REPRODUCED
+    with pytest.raises(ValueError, match="not its rule's"):
+        _claim(verdict=C.INCONCLUSIVE, decision=d)
+    assert row.to_dict()["decision"]["parts"][0]["p"] == pytest.approx(1 / 252)
+
+
+def test_rows_of_the_first_rules_keep_their_meaning():
+    dev = C.Claim("k", "c", "p", "1", C.DEVIATION, "the book's width")
+    assert dev.verdict == C.REPRODUCED and dev.setting == C.STATED_IN_REASON
+    assert dev.status == C.DEVIATION
+    plain = C.Claim("k", "c", "p", "1", C.REPRODUCED, "r")
+    assert plain.setting == C.STATED and plain.status == C.REPRODUCED
+    other = C.Claim("k", "c", "p", "1", C.INCONCLUSIVE, "r")
+    assert other.setting == C.STATED_IN_REASON and other.status == C.INCONCLUSIVE
+
+
+def test_the_definitions_name_every_term_once():
+    assert list(C.DEFINITIONS)[:3] == [C.REPRODUCED, C.NOT_REPRODUCED, C.INCONCLUSIVE]
+    for term in (
+        C.AS_STATED,
+        C.RECONSTRUCTION,
+        "part",
+        "test",
+        "trend",
+        "interval",
+        "seeds it would take",
+        "family",
+    ):
+        assert term in C.DEFINITIONS
+    text = C.DEFINITIONS[C.NOT_REPRODUCED]
+    assert "holds only in part" in text and "Holm" in text
+    assert "exchangeability" in C.DEFINITIONS["test"]
+    assert (
+        "90.48 %" in C.DEFINITIONS["interval"]
+        and "93.75 %" in C.DEFINITIONS["interval"]
+    )
+    assert C.coverage(252) == pytest.approx(0.9048, abs=5e-5)
+
+
+def test_numbers_are_shown_with_a_true_minus_and_infinity():
+    assert C.num(-0.0312) == "−0.0312" and C.num(1234.5) == "1.23e+03"
+    assert (
+        C.num(math.inf) == "∞" and C.num(-math.inf) == "−∞" and C.num(math.nan) == "n/a"
+    )
+    assert C.num(0.0) == "0" and C.num(2e-5) == "2.00e−05"
+    assert C.num(-0.5) == "−0.5" and C.num(123456.0) == "1.23e+05"
+    assert C.fmt(*C.mean_se([1.0, 3.0])) == "2 ± 1" and C.fmt(2.0, math.nan) == "2"
+    with pytest.raises(ValueError, match="no values"):
+        C.mean_se([])
