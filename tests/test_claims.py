@@ -438,7 +438,7 @@ def test_a_decision_shows_one_line_of_evidence():
     assert "; " in two.line() and "intervals" in two.line()
     assert "3 paired seeds" in C.decision(b).line()
     assert (
-        "at least 90.48 %"
+        "at least 90.04 %"
         in C.decision(
             [
                 a,
