@@ -87,3 +87,150 @@ def test_the_registry_takes_order_and_title_from_the_book():
             r"^# (.+)$", (ROOT / "book" / f"{e.stem}.md").read_text(), re.M
         )[1]
         assert e.title == heading
+
+
+# ---------------------------------------------------------------- the one rendering
+from rcutil import claims as C  # noqa: E402
+
+
+def _rows():
+    test = C.decision(
+        C.comparison(
+            [1.0, 2, 3, 4, 5], [2.0, 3, 4, 5, 6.5], direction="less", label="w − wo"
+        )
+    )
+    return [
+        C.Claim(
+            "a",
+            "First",
+            "the paper's words",
+            "1.5",
+            C.REPRODUCED,
+            "every check",
+            rule="the check",
+            chapter="model",
+            setting=C.reconstruction("tanh"),
+        ),
+        C.Claim(
+            "b",
+            "Second",
+            "p",
+            "b",
+            test.verdict,
+            "why",
+            rule="r",
+            chapter="convergence",
+            setting=C.STATED,
+            decision=test,
+        ),
+        C.Claim(
+            "c",
+            "Third",
+            "p",
+            "2",
+            C.NOT_REPRODUCED,
+            "a counterexample",
+            rule="r",
+            chapter="singular-values",
+            setting=C.STATED,
+        ),
+    ]
+
+
+def test_counts_cross_verdict_with_setting():
+    rows = _rows()
+    table = report.counts(rows)
+    assert table == {
+        (C.REPRODUCED, C.AS_STATED): 0,
+        (C.REPRODUCED, C.RECONSTRUCTION): 1,
+        (C.INCONCLUSIVE, C.AS_STATED): 1,
+        (C.INCONCLUSIVE, C.RECONSTRUCTION): 0,
+        (C.NOT_REPRODUCED, C.AS_STATED): 1,
+        (C.NOT_REPRODUCED, C.RECONSTRUCTION): 0,
+    }
+    lines = report.counts_table(rows).splitlines()
+    assert (
+        lines[0]
+        == "| verdict | as the paper states it | the book's reconstruction | all |"
+    )
+    assert lines[2] == "| **✓ reproduced** | 0 | 1 | 1 |"
+    assert lines[3] == "| **? inconclusive at this scale** | 1 | 0 | 1 |"
+    assert lines[4] == "| **✗ not reproduced** | 1 | 0 | 1 |"
+    assert lines[5] == "| all | 2 | 1 | 3 |"
+
+
+def test_a_card_shows_the_verdict_first_then_claim_evidence_and_setting():
+    rows = _rows()
+    text = report.render(rows)
+    cards = text.split("::::{container} rc-claim ")[1:]
+    assert len(cards) == 3
+    first = cards[0]
+    order = [
+        first.index(s)
+        for s in (
+            "**✓ reproduced**",
+            "**First**",
+            "1.5",
+            "*Setting:* the book's reconstruction: tanh",
+            ":::{dropdown}",
+            "**The paper.** the paper's words",
+            "**The rule.** the check",
+            "**The reason.** every check",
+        )
+    ]
+    assert order == sorted(order)
+    assert first.startswith("rc-reproduced\n")
+    assert "{ref}`The model <model>`" in first
+    second = cards[1]
+    assert second.startswith("rc-inconclusive\n")
+    assert rows[1].decision.line() in second and "*It would take* about" in second
+    assert "**The test.** permutation test" in second
+    assert (
+        cards[2].startswith("rc-not-reproduced\n")
+        and "**✗ not reproduced**" in cards[2]
+    )
+    assert text.startswith(":::::{container} rc-claims rc-cards\n") and text.endswith(
+        ":::::"
+    )
+
+
+def test_a_line_per_claim_for_the_introduction():
+    text = report.render(_rows(), brief=True)
+    lines = [ln for ln in text.splitlines() if ln.startswith("**")]
+    assert lines[0] == (
+        "**✓ reproduced** · First · *the book's reconstruction* · "
+        "{ref}`The model <model>`"
+    )
+    assert lines[2].startswith(
+        "**✗ not reproduced** · Third · *as the paper states it*"
+    )
+    assert "rc-brief" in text and ":::{container} rc-line rc-not-reproduced" in text
+    without = report.render(_rows(), brief=True, links=False)
+    assert "{ref}" not in without
+
+
+def test_a_card_keeps_its_text_on_one_line_and_refuses_no_rows():
+    row = C.Claim("k", "Two\nlines", "p", "x\n y", C.REPRODUCED, "r", setting=C.STATED)
+    text = report.render([row], links=False)
+    assert "**Two lines**" in text and "\nx y\n" in text
+    with pytest.raises(ValueError, match="no claims"):
+        report.render([])
+    assert report.markdown_table([row], short=True) == report.render([row], brief=True)
+
+
+def test_the_family_of_tests_is_stated():
+    text = report.family(_rows())
+    assert text.startswith("Of the 3 claims, 1 is decided by tests over seeds")
+    assert "and 2 by exact checks" in text and "probability up to 0.05" in text
+    many = _rows() + [_rows()[1]] * 6
+    assert "7 are decided" in report.family(many)
+    assert f"up to {1 - 0.95**7:.2f}" in report.family(many)
+    assert "exact checks, which chance does not decide" in report.family(_rows()[:1])
+
+
+def test_the_definitions_render_every_term_with_the_verdicts_marks():
+    text = report.definitions()
+    assert text.startswith("**✓ reproduced**\n: the rule decides for the claim")
+    for term in C.DEFINITIONS:
+        name = report.verdict_text(term) if term in C.MARKS else term
+        assert f"**{name}**\n: " in text
