@@ -12,7 +12,8 @@ code lines of at most 88 characters; no template or code text in the prose (``se
 ``{a/b}``, ``: True``, a backticked constant name, an equation's label where its number
 belongs); a description for search engines. Then, as on a phone (390 px wide) and in
 print: nothing wider than the page, and every equation or table wider than its column
-scrolls in a box that shows it does. A screenshot of every page at 1366 and at 390 px
+scrolls in a box that shows it does; at every width, no table cell squeezed to a
+character or two per line, and every claim's verdict on screen. A screenshot of every page at 1366 and at 390 px
 goes to ``_build/screenshots``. The browser and its driver are the ones :mod:`chrome`
 finds (``tests/site/chrome.py``).
 """
@@ -327,6 +328,92 @@ def layout(browser, width: int, page: str, media: str = "screen") -> dict:
     return facts
 
 
+#: Table cells squeezed until their text wraps a character or two per line, and verdicts
+#: of the claims (rcutil/report.py: render) that a reader cannot see without scrolling
+#: sideways.
+READING_FACTS = """
+const out = {squeezed: [], hidden: []};
+for (const cell of document.querySelectorAll('.bd-article td, .bd-article th')) {
+  if (cell.offsetParent === null) continue;          // folded away
+  const text = cell.textContent.replace(/\\s+/g, ' ').trim();
+  const s = getComputedStyle(cell);
+  const inner = cell.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+  const perLine = inner / (0.55 * parseFloat(s.fontSize));  // characters a line holds
+  if (text.length >= 4 && perLine < 3)
+    out.squeezed.push(`${Math.round(inner)} px: ${text.slice(0, 40)}`);
+}
+const verdicts = '.rc-verdict strong, .rc-line > p > strong:first-child';
+for (const v of document.querySelectorAll(verdicts)) {
+  if (v.offsetParent === null) continue;
+  const r = v.getBoundingClientRect();
+  let seen = r.width > 0 && r.left >= -1 && r.right <= window.innerWidth + 1;
+  for (let box = v.parentElement; box && seen; box = box.parentElement) {
+    if (getComputedStyle(box).overflowX === 'visible') continue;
+    const b = box.getBoundingClientRect();      // a box that scrolls or clips
+    seen = r.left >= b.left - 1 && r.right <= b.right + 1;
+  }
+  if (!seen) out.hidden.push(v.textContent.trim());
+}
+return out;
+"""
+
+
+def reading(browser, where: str, verdicts: bool) -> dict:
+    """No table cell squeezed to a character or two per line; with ``verdicts``, every
+    claim's verdict on screen without scrolling sideways."""
+    facts = browser.execute_script(READING_FACTS)
+    assert not facts["squeezed"], (
+        f"{where}: table cells squeezed to a character or two per line: "
+        f"{facts['squeezed']}"
+    )
+    if verdicts:
+        assert not facts["hidden"], (
+            f"{where}: verdicts off-screen (the claim's card must fit the page): "
+            f"{facts['hidden']}"
+        )
+    return facts
+
+
+#: A page with the two faults the reading check must find: a column squeezed to a
+#: letter per line, and a claim's card in a box that scrolls it out of sight on a phone.
+FAULTY_PAGE = """<!doctype html><html><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1"></head><body>
+<div class="bd-article">
+<table style="width: 100%"><tr><td style="width: 99%">claim</td>
+<td style="width: 1px; word-break: break-all">rule and reason: inconclusive</td></tr></table>
+<div style="overflow-x: auto"><div style="width: 2400px; padding-left: 1800px">
+<div class="rc-claim"><div class="rc-verdict"><p><strong>✓ reproduced</strong></p></div>
+</div></div></div>
+<div class="rc-line"><p><strong>✗ not reproduced</strong> · seen</p></div>
+</div></body></html>"""
+
+
+def test_the_reading_check_finds_a_squeezed_cell_and_a_hidden_verdict(
+    browser, tmp_path
+):
+    page = tmp_path / "faulty.html"
+    page.write_text(FAULTY_PAGE)
+    browser.get(page.as_uri())
+    browser.set_window_size(390, 1600)
+    facts = browser.execute_script(READING_FACTS)
+    assert [f.split(": ", 1)[1] for f in facts["squeezed"]] == [
+        "rule and reason: inconclusive"
+    ]
+    assert facts["hidden"] == ["✓ reproduced"]
+    with pytest.raises(AssertionError, match="squeezed"):
+        reading(browser, "faulty.html", verdicts=True)
+    fixed = FAULTY_PAGE.replace("width: 1px; word-break: break-all", "").replace(
+        "width: 2400px; padding-left: 1800px", ""
+    )
+    page.write_text(fixed)
+    browser.get(page.as_uri())
+    assert reading(browser, "fixed.html", verdicts=True) == {
+        "squeezed": [],
+        "hidden": [],
+    }
+    browser.set_window_size(1280, 1600)
+
+
 def test_the_layout_check_finds_what_is_cut_off():
     assert TEMPLATE_TEXT.search("2 seed(s)") and TEMPLATE_TEXT.search(
         "{0.0001/0.0003/0.001}"
@@ -413,11 +500,14 @@ def test_page(page, server, browser):
 
     # as on a phone, and in print (an A4 page is about 700 px wide inside its margins)
     layout(browser, 1366, page)
+    reading(browser, f"{page} at 1366 px", verdicts=True)
     layout(browser, 390, page)
+    reading(browser, f"{page} at 390 px", verdicts=True)
     browser.save_screenshot(
         str(SHOTS / (page.replace("/", "__").removesuffix(".html") + "-390.png"))
     )
     layout(browser, 700, page, media="print")
+    reading(browser, f"{page} in print", verdicts=False)
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "screen"})
     browser.set_window_size(1280, 1600)
 
