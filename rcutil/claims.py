@@ -531,8 +531,8 @@ class Part:
         return " + ".join(str(k) for k in n) + " seeds"
 
     def line(self, digits: int = 3) -> str:
-        """``label −0.031 [−0.052, −0.012], p = 0.004``."""
-        label = f"{self.label} " if self.label else ""
+        """``label: −0.031 [−0.052, −0.012], p = 0.004``."""
+        label = f"{self.label}: " if self.label else ""
         return (
             f"{label}{num(self.estimate, digits)} [{num(self.low, digits)}, "
             f"{num(self.high, digits)}], p = {self.p:.2g}"
@@ -869,17 +869,23 @@ def _sign(direction: str) -> int:
     return -1 if direction == "less" else 1
 
 
-def check_verdict(ok: bool | Mapping[str, bool] | Sequence[bool]) -> str:
+def check_verdict(
+    ok: bool | None | Mapping[str, bool | None] | Sequence[bool | None],
+) -> str:
     """The verdict of a claim checked exactly (a theorem on its instances, a bound on
-    every draw): reproduced when every check passes, else not reproduced."""
+    every draw), part by part: not reproduced when a check fails, reproduced when every
+    check passes, and inconclusive when none fails but some part cannot be checked at
+    this scale (``None``: the measure cannot show it)."""
     if isinstance(ok, Mapping):
         ok = list(ok.values())
-    if isinstance(ok, (bool, np.bool_)):
-        ok = [bool(ok)]
+    if ok is None or isinstance(ok, (bool, np.bool_)):
+        ok = [ok]
     ok = list(ok)
     if not ok:
         raise ValueError("a claim checked exactly needs at least one check")
-    return REPRODUCED if all(bool(x) for x in ok) else NOT_REPRODUCED
+    if any(x is not None and not bool(x) for x in ok):
+        return NOT_REPRODUCED
+    return INCONCLUSIVE if any(x is None for x in ok) else REPRODUCED
 
 
 # ------------------------------------------------------------------------ the row

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 c = sim._scores([5] * arms, paired)
                 samples = [x + theta * cj for x, cj in zip(base, c)]
             limit = 0 if design == sim.C.PAIRED_TREND else 10_000
-            out = sim.tests_of(design, samples, exact_limit=limit)
+            out = sim.simulated_tests(design, samples, exact_limit=limit)
             covered = sim.covers(out, theta).mean()
             stated = sim.C.coverage(int(out["size"]))
             print(f"| {design} | {kind} | {covered:.4f} | {stated:.4f} |")

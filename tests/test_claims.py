@@ -212,7 +212,7 @@ def test_a_part_records_its_data_and_its_level():
     )
     assert part.values == ((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)) and part.level == 0.1
     assert part.coverage == pytest.approx(C.coverage(20, 0.1)) == 0.8
-    assert part.line().startswith("x −3 [") and "p = 0.05" in part.line()
+    assert part.line().startswith("x: −3 [") and "p = 0.05" in part.line()
 
 
 # ---------------------------------------------------------------- one part: its inputs
@@ -419,7 +419,7 @@ def test_a_decision_shows_one_line_of_evidence():
     )
     line = C.decision(a).line()
     p_less = oracle(C.TWO_ARMS, a.values)[0]
-    assert line.startswith("w − wo −2 [−4, 0], ") and f"p = {p_less:.2g}" in line
+    assert line.startswith("w − wo: −2 [−4, 0], ") and f"p = {p_less:.2g}" in line
     assert line.endswith("(90.48 % interval; 5 seeds per arm)")
     b = C.comparison([1.0, 2, 3], [3.0, 4, 5], direction="less", paired=True, label="x")
     two = C.decision(
@@ -555,6 +555,12 @@ def test_an_exact_check_reproduces_only_when_every_check_passes():
         C.check_verdict([])
 
 
+def test_a_check_the_measure_cannot_make_leaves_the_claim_inconclusive():
+    assert C.check_verdict({"β = 0": None, "β = 1": True}) == C.INCONCLUSIVE
+    assert C.check_verdict([None, False]) == C.NOT_REPRODUCED
+    assert C.check_verdict(None) == C.INCONCLUSIVE
+
+
 # ---------------------------------------------------------------- setting and row
 def test_a_setting_is_stated_or_a_reconstruction_with_its_differences():
     assert C.STATED.kind == C.AS_STATED and C.STATED.text() == "as the paper states it"
@@ -668,7 +674,7 @@ def noise(kind, rng, shape):
     raise ValueError(kind)
 
 
-def tests_of(design, samples, chunk=100, **kw):
+def simulated_tests(design, samples, chunk=100, **kw):
     """The tests of a batch of simulated claims. Random rearrangements are drawn anew
     for every ``chunk`` claims: the level holds over the draws, and one draw shared by
     every claim would make their verdicts depend on it together."""
@@ -690,7 +696,7 @@ def tests_of(design, samples, chunk=100, **kw):
 def one_comparison(rng, kind):
     """A single comparison, 5 seeds per arm (rank collapse under GD, SST-2 without
     residuals)."""
-    out = tests_of(
+    out = simulated_tests(
         C.TWO_ARMS, [noise(kind, rng, (REPS, 5)), noise(kind, rng, (REPS, 5))]
     )
     return out["p_less"][:, None], out["p_greater"][:, None]
@@ -701,7 +707,7 @@ def one_paired(rng, kind):
     effect, shared by its arms, and noise exchangeable within the seed."""
     seed = 3.0 * rng.normal(size=(REPS, 5))
     a, b = seed + noise(kind, rng, (REPS, 5)), seed + noise(kind, rng, (REPS, 5))
-    out = tests_of(C.PAIRED, [a, b])
+    out = simulated_tests(C.PAIRED, [a, b])
     return out["p_less"][:, None], out["p_greater"][:, None]
 
 
@@ -712,7 +718,7 @@ def three_depths(rng, kind):
     for scale in (0.01, 1.0, 30.0):
         a = scale * noise(kind, rng, (REPS, 5))
         b = scale * noise(kind, rng, (REPS, 5))
-        out = tests_of(C.TWO_ARMS, [a, b])
+        out = simulated_tests(C.TWO_ARMS, [a, b])
         p.append(out["p_less"])
         q.append(out["p_greater"])
     return np.stack(p, -1), np.stack(q, -1)
@@ -725,7 +731,7 @@ def four_against_one_paired(rng, kind):
     arms = [seed + noise(kind, rng, (REPS, 5)) for _ in range(5)]
     p, q = [], []
     for arm in arms[1:]:
-        out = tests_of(C.PAIRED, [arms[0], arm])
+        out = simulated_tests(C.PAIRED, [arms[0], arm])
         p.append(out["p_greater"])  # claimed: beta = 0 above
         q.append(out["p_less"])
     return np.stack(p, -1), np.stack(q, -1)
@@ -736,7 +742,7 @@ def trend(levels, paired):
         seed = rng.normal(size=(REPS, 5)) if paired else 0.0
         values = [seed + noise(kind, rng, (REPS, 5)) for _ in range(levels)]
         design = C.PAIRED_TREND if paired else C.TREND
-        out = tests_of(design, values, exact_limit=0)
+        out = simulated_tests(design, values, exact_limit=0)
         return out["p_less"][:, None], out["p_greater"][:, None]
 
     structure.__doc__ = f"One ordered trend over {levels} levels, 5 seeds each" + (
@@ -798,8 +804,8 @@ def test_the_first_rules_failed_both_ways_where_these_hold():
     says "not reproduced" far more often than the level under no effect."""
     rng = np.random.default_rng(2)
     values = [noise("skewed", rng, (REPS, 5)) for _ in range(5)]
-    steps = [tests_of(C.TWO_ARMS, [values[j + 1], values[j]]) for j in range(4)]
-    ends = tests_of(C.TWO_ARMS, [values[-1], values[0]])
+    steps = [simulated_tests(C.TWO_ARMS, [values[j + 1], values[j]]) for j in range(4)]
+    ends = simulated_tests(C.TWO_ARMS, [values[-1], values[0]])
     reversed_any = np.any([s["p_greater"] <= LEVEL for s in steps], axis=0) | (
         ends["p_greater"] <= LEVEL
     )
@@ -851,7 +857,7 @@ def test_the_interval_covers_the_effect_as_often_as_it_states(design, kind):
     else:
         c = _scores([5] * arms, paired)
         samples = [x + theta * cj for x, cj in zip(base, c)]
-    out = tests_of(
+    out = simulated_tests(
         design, samples, exact_limit=10_000 if design != C.PAIRED_TREND else 0
     )
     covered = covers(out, theta).mean()
