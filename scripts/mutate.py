@@ -20,7 +20,7 @@ survivor with its diff and its reason from tests/mutation/SURVIVORS.md: the reas
 for that mutant by name, or the reason of its class (a mutant that changes only the
 wording of an error message, or only the text of a claim's or a check's row). A score
 is a finding, not a gate: the exit status is 1 only when a survivor has no reason. A
-module whose tests do not exist yet is reported and skipped. A summary goes to
+module whose test file is missing is an error: nothing is run. A summary goes to
 ``_build/mutation/summary.json``.
 """
 
@@ -303,15 +303,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     known = reasons()
-    summary, skipped, unexplained = {}, [], []
+    summary, unexplained = {}, []
+    missing = {
+        module: [t for t in modules[module] if not (ROOT / t).is_file()]
+        for module in args.modules
+    }
+    missing = {module: tests for module, tests in missing.items() if tests}
+    if missing:
+        for module, tests in missing.items():
+            print(
+                f"FAILED: {module} names tests that do not exist: {', '.join(tests)}; "
+                "write them or fix [tool.mutmut.modules] in pyproject.toml",
+                file=sys.stderr,
+            )
+        return 2
     start = time.perf_counter()
     for module in args.modules:
-        missing = [t for t in modules[module] if not (ROOT / t).is_file()]
-        if missing:
-            skipped.append(
-                f"{module}: not run, its tests {', '.join(missing)} do not exist"
-            )
-            continue
         t0 = time.perf_counter()
         resume = args.keep and (WORK / Path(module).stem / "mutants").is_dir()
         work = prepare(module, modules[module], args.keep)
@@ -362,8 +369,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{module:<26}{row['killed']:>8}{row['total']:>7}{row['score']:>8.1%}"
             f"{len(row['survivors']):>11}{row['seconds']:>9}"
         )
-    for line in skipped:
-        print(line)
     for module, row in summary.items():
         if row["survivors"]:
             print(f"\nsurvivors in {module}:")

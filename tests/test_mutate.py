@@ -75,3 +75,24 @@ ORIGINAL = '[Check("a b", r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]'
 )
 def test_a_survivor_that_changes_only_a_rows_text_is_of_that_class(body, text_only):
     assert mutate.only_row_text(_def(ORIGINAL), _def(body)) is text_only
+
+
+def test_a_module_whose_test_file_is_missing_is_an_error(monkeypatch, capsys):
+    modules = {
+        "rcutil/claims.py": ["tests/test_claims.py", "tests/test_nothing_here.py"]
+    }
+    monkeypatch.setattr(mutate, "config", lambda: {"modules": modules})
+    ran = []
+    monkeypatch.setattr(mutate, "mutmut", lambda *a, **k: ran.append(a) or "")
+    assert mutate.main(["--modules", "rcutil/claims.py"]) == 2
+    err = capsys.readouterr().err
+    assert "rcutil/claims.py" in err and "tests/test_nothing_here.py" in err
+    assert "[tool.mutmut.modules]" in err and not ran
+
+
+def test_every_listed_module_has_its_tests():
+    modules = mutate.config()["modules"]
+    for module, tests in modules.items():
+        assert (ROOT / module).is_file(), module
+        for test in tests:
+            assert (ROOT / test).is_file(), (module, test)
