@@ -948,3 +948,42 @@ def test_the_first_trend_and_its_steps():
     with pytest.raises(ValueError, match="one list of values per level"):
         C.trend([1], [[1]])
     assert "5 seeds per arm, level 0.05" in C.rule_text(5)
+
+
+@pytest.mark.parametrize(
+    "design, samples",
+    [
+        (C.TWO_ARMS, [[0.3], [1.0, -0.5, 2.0, 0.1]]),
+        (C.TWO_ARMS, [[1.5, 0.2, -0.7], [0.4]]),
+        (C.PAIRED, [[0.3], [1.0]]),
+        (C.TREND, [[0.1, 0.5], [0.7], [1.2, 0.9, 2.0]]),
+        (C.PAIRED_TREND, [[0.1], [0.9], [0.4]]),
+    ],
+)
+def test_an_arm_of_one_seed_is_tested_over_its_few_rearrangements(design, samples):
+    """scipy's test needs two seeds per arm; the rearrangements are listed instead."""
+    for shift in (0.0, 0.4) if design in (C.TWO_ARMS, C.PAIRED) else (0.0,):
+        out = C.permutation_tests(design, samples, shift=shift)
+        p_less, p_greater = oracle(design, samples, shift)
+        assert out["exact"] and out["size"] == C.group_size(
+            design, [len(s) for s in samples]
+        )
+        assert out["p_less"] == pytest.approx(p_less, abs=1e-12)
+        assert out["p_greater"] == pytest.approx(p_greater, abs=1e-12)
+    # too few rearrangements to reach the level: no bound on either side
+    if out["size"] * LEVEL < 1:
+        assert out["low"] == -np.inf and out["high"] == np.inf
+    else:
+        assert out["low"] <= out["estimate"] <= out["high"]
+    batch = C.permutation_tests(
+        design, [np.stack([s, s]) for s in map(np.array, samples)]
+    )
+    assert batch["p_less"].shape == (2,) and batch["p_less"][0] == batch["p_less"][1]
+
+
+def test_one_seed_against_nineteen_can_reach_the_level():
+    """20 splits: the single seed below all nineteen others gives p = 1/20."""
+    out = C.permutation_tests(C.TWO_ARMS, [[-5.0], list(np.arange(19.0))])
+    assert out["p_less"] == pytest.approx(1 / 20) and out["high"] < 0
+    assert out["p_greater"] == 1.0 and out["low"] <= out["estimate"] < out["high"]
+    assert C.coverage(int(out["size"])) == pytest.approx(0.9)
