@@ -513,6 +513,11 @@ class Part:
         """The mean of each arm (level)."""
         return tuple(float(np.mean(v)) for v in self.values)
 
+    @property
+    def points_against(self) -> bool:
+        """Whether the estimate lies on the other side of ``shift`` than claimed."""
+        return (self.estimate - self.shift) * _sign(self.direction) < 0
+
     def holds(self, level: float) -> bool:
         return self.p <= level
 
@@ -798,7 +803,7 @@ class Decision:
             return "more than seeds can give: the observed effect is zero"
         if n > MOST_SEEDS:
             return f"more than {MOST_SEEDS:,} seeds {per}"
-        wrong = any((p.estimate - p.shift) * _sign(p.direction) < 0 for p in self.parts)
+        wrong = any(p.points_against for p in self.parts)
         toward = "against the claim" if wrong else "for the claim"
         return (
             f"about {n:,} seeds {per} to resolve the observed effect ({toward}) "
@@ -835,26 +840,20 @@ def seeds_needed(d: Decision, power_: float = POWER) -> int | None:
     observed effect needed for that verdict is zero or the spread cannot be estimated
     (one seed); ``MOST_SEEDS + 1`` when more than :data:`MOST_SEEDS` would be
     needed."""
-    wrong = [p for p in d.parts if (p.estimate - p.shift) * _sign(p.direction) < 0]
-    if wrong:
-        targets, alpha, need = wrong, d.level / d.k, "any"
-    else:
-        targets, alpha, need = list(d.parts), d.level, "all"
+    wrong = [p for p in d.parts if p.points_against]
+    targets = wrong or list(d.parts)
+    alpha = d.level / d.k if wrong else d.level
     if any(math.isnan(p.unit_se) for p in targets):
         return None
-    if need == "all" and any(p.estimate == p.shift for p in targets):
+    if not wrong and any(p.estimate == p.shift for p in targets):
         return None
 
     def reached(n: int) -> bool:
         powers = [power(p, n, alpha) for p in targets]
-        if need == "any":
-            return max(powers) >= power_
-        return float(np.prod(powers)) >= power_
+        # against the claim one reversed part decides; for it, every part must hold
+        return (max(powers) if wrong else float(np.prod(powers))) >= power_
 
-    lo = 2
-    if reached(lo):
-        return lo
-    hi = lo
+    lo = hi = 2
     while not reached(hi):
         if hi > MOST_SEEDS:
             return MOST_SEEDS + 1

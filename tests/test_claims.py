@@ -987,3 +987,263 @@ def test_one_seed_against_nineteen_can_reach_the_level():
     assert out["p_less"] == pytest.approx(1 / 20) and out["high"] < 0
     assert out["p_greater"] == 1.0 and out["low"] <= out["estimate"] < out["high"]
     assert C.coverage(int(out["size"])) == pytest.approx(0.9)
+
+
+# ---------------------------------------------------------------- spread and power
+def test_the_spread_is_the_standard_error_of_each_estimate():
+    """unit_se / sqrt(n) is the usual standard error of the design's estimate."""
+    rng = np.random.default_rng(21)
+    a, b = rng.normal(0, 1, 6), rng.normal(0, 2, 6)
+    two = C.comparison(a, b, direction="less")
+    pooled = np.sqrt((np.var(a, ddof=1) + np.var(b, ddof=1)) / 2)
+    assert two.unit_se / np.sqrt(6) == pytest.approx(pooled * np.sqrt(2 / 6))
+    paired = C.comparison(a, b, direction="less", paired=True)
+    t = stats.ttest_rel(a, b)
+    assert paired.unit_se / np.sqrt(6) == pytest.approx((a - b).mean() / t.statistic)
+    levels = [rng.normal(j, 1 + j, 4) for j in range(3)]
+    trend = C.ordered_trend([1, 2, 3], levels, direction="greater")
+    within = np.sqrt(sum(((x - x.mean()) ** 2).sum() for x in levels) / (3 * 3))
+    assert trend.unit_se / np.sqrt(4) == pytest.approx(within / np.sqrt(4 * 2))
+    per_seed = [np.polyfit([0, 1, 2], [x[i] for x in levels], 1)[0] for i in range(4)]
+    paired_trend = C.ordered_trend([1, 2, 3], levels, direction="greater", paired=True)
+    t = stats.ttest_1samp(per_seed, 0.0)
+    assert paired_trend.unit_se / np.sqrt(4) == pytest.approx(
+        np.mean(per_seed) / t.statistic
+    )
+    assert paired_trend.estimate == pytest.approx(np.mean(per_seed))
+    one = C.comparison([1.0], [2.0, 3.0], direction="less")
+    assert math.isnan(one.unit_se)
+
+
+@pytest.mark.parametrize(
+    "design, df",
+    [(C.TWO_ARMS, 2 * 7), (C.PAIRED, 7), (C.TREND, 3 * 7), (C.PAIRED_TREND, 7)],
+)
+def test_power_is_the_noncentral_t_of_the_design(design, df):
+    arms = 3 if design in (C.TREND, C.PAIRED_TREND) else 2
+    p = C.Part(
+        label="",
+        design=design,
+        direction="less",
+        values=((0.0,) * 5,) * arms,
+        estimate=-0.4,
+        low=-1,
+        high=0,
+        coverage=0.9,
+        p=0.3,
+        p_against=0.7,
+        shift=0.1,
+        unit_se=1.3,
+    )
+    ncp = 0.5 / (1.3 / np.sqrt(8))  # |estimate - shift| over the standard error
+    expect = stats.nct.sf(stats.t.ppf(1 - 0.05, df), df, ncp)
+    assert C.power(p, 8, 0.05) == pytest.approx(expect)
+    assert C.power(p, 8, 0.05, effect=-1.0) == pytest.approx(
+        stats.nct.sf(stats.t.ppf(0.95, df), df, 1.0 / (1.3 / np.sqrt(8)))
+    )
+    assert C.power(p, 8, 0.01) < C.power(p, 8, 0.05) < C.power(p, 9, 0.05)
+
+
+def test_power_counts_the_random_rearrangements_beyond_the_enumeration():
+    """Past the enumeration the smallest p-value is 1/(R + 1): 2 seeds at each of 5
+    levels (113,400 rearrangements) can reach a level of 0.001."""
+    p = C.Part(
+        label="",
+        design=C.TREND,
+        direction="less",
+        values=((0.0,) * 2,) * 5,
+        estimate=-5.0,
+        low=-6,
+        high=-4,
+        coverage=0.9,
+        p=0.001,
+        p_against=1.0,
+        unit_se=0.01,
+    )
+    assert C.group_size(C.TREND, [2] * 5) > C.EXACT_LIMIT
+    assert C.power(p, 2, 0.001) == pytest.approx(1.0)
+    assert C.power(p, 2, 1 / (C.RESAMPLES + 1) / 2) == 0.0
+    assert C.decision(p).seeds_needed() == 2
+
+
+def _against(estimate, unit_se=1.0, direction="less", shift=0.0, label=""):
+    return C.Part(
+        label=label,
+        design=C.TWO_ARMS,
+        direction=direction,
+        values=((0.0,) * 5, (0.0,) * 5),
+        estimate=estimate,
+        low=-9,
+        high=9,
+        coverage=0.9,
+        p=0.5,
+        p_against=0.5,
+        shift=shift,
+        unit_se=unit_se,
+    )
+
+
+def test_which_way_the_observed_effect_points_follows_direction_and_shift():
+    assert _against(0.2).points_against and not _against(-0.2).points_against
+    assert _against(-0.2, direction="greater").points_against
+    assert not _against(0.2, direction="greater").points_against
+    # against a margin: 0.3 above the claimed 0.5 is short of it
+    assert _against(0.3, direction="greater", shift=0.5).points_against
+    assert not _against(0.7, direction="greater", shift=0.5).points_against
+    assert not _against(0.5, direction="greater", shift=0.5).points_against
+
+
+def test_one_reversed_part_of_several_decides_what_it_would_take():
+    weak, strong = _against(0.2, label="a"), _against(0.9, label="b")
+    both = C.decision([weak, strong])
+    alone = C.decision([_against(0.9), _against(-0.0001)])
+    n = both.seeds_needed()
+    # the strongest reversed part, at the Holm level: not the product of the two
+    assert n == alone.seeds_needed()
+    assert C.power(strong, n, 0.025) >= C.POWER > C.power(strong, n - 1, 0.025)
+    assert C.power(weak, n, 0.025) < C.POWER
+    assert both.it_would_take().endswith("(against the claim) with 80 % power")
+    assert (
+        C.decision(_against(-0.5, shift=-0.9))
+        .it_would_take()
+        .endswith("(against the claim) with 80 % power")
+    )
+
+
+def test_the_default_power_is_eighty_percent():
+    d = C.decision(_against(-0.5))
+    assert d.seeds_needed() == C.seeds_needed(d, 0.8) != C.seeds_needed(d, 0.9)
+
+
+def test_what_it_would_take_names_arms_or_levels():
+    d = C.decision(_against(-0.5))
+    n = d.seeds_needed()
+    assert d.it_would_take() == (
+        f"about {n:,} seeds per arm to resolve the observed effect (for the claim) "
+        "with 80 % power"
+    )
+    trend = C.Part(
+        label="",
+        design=C.PAIRED_TREND,
+        direction="less",
+        values=((0.0,) * 5,) * 3,
+        estimate=-0.5,
+        low=-1,
+        high=0,
+        coverage=0.9,
+        p=0.3,
+        p_against=0.7,
+        unit_se=1.0,
+    )
+    assert " seeds per level to resolve" in C.decision(trend).it_would_take()
+    floor = C.decision(_against(-0.5), measurable=False, why_not_measurable="x")
+    assert floor.it_would_take() == "more than seeds: x"
+    zero = C.decision(_against(0.0))
+    assert (
+        zero.it_would_take() == "more than seeds can give: the observed effect is zero"
+    )
+
+
+# ---------------------------------------------------------------- a part's arguments
+def test_a_comparison_passes_its_margin_level_and_draws_on():
+    a, b = [2.0, 2.5, 3.1, 2.2, 2.8], [1.0, 0.4, 1.1, 0.9, 0.3]
+    margin = C.comparison(a, b, direction="greater", shift=1.0, label="x")
+    plain = C.comparison(np.array(a) - 1.0, b, direction="greater")
+    assert margin.p == pytest.approx(plain.p) and margin.shift == 1.0
+    assert margin.estimate == pytest.approx(plain.estimate + 1.0)
+    assert margin.low == pytest.approx(plain.low + 1.0)
+    assert margin.p_against == pytest.approx(plain.p_against)
+    assert margin.direction == "greater" and margin.label == "x"
+    wide = C.comparison(a, b, direction="greater", level=0.1)
+    out = C.permutation_tests(C.TWO_ARMS, [a, b], level=0.1)
+    assert (wide.low, wide.high) == pytest.approx((out["low"], out["high"]))
+    # beyond the enumeration: the resamples and the seed are the part's
+    rng = np.random.default_rng(8)
+    big_a, big_b = rng.normal(size=10), rng.normal(size=10) + 0.3
+    drawn = C.comparison(big_a, big_b, direction="less", resamples=99, seed=3)
+    assert drawn.size == 100 and not drawn.exact
+    again = C.permutation_tests(C.TWO_ARMS, [big_a, big_b], resamples=99, seed=3)
+    assert drawn.p == pytest.approx(again["p_less"])
+    default = C.comparison(big_a, big_b, direction="less")
+    assert default.p == pytest.approx(
+        C.permutation_tests(C.TWO_ARMS, [big_a, big_b], seed=0)["p_less"]
+    )
+    assert default.label == "" and default.level == C.LEVEL
+
+
+def test_an_ordered_trend_passes_its_label_draws_and_seed():
+    rng = np.random.default_rng(12)
+    levels = [rng.normal(size=5) for _ in range(3)]
+    part = C.ordered_trend([1, 2, 3], levels, direction="less", resamples=99, seed=4)
+    ref = C.permutation_tests(C.TREND, levels, resamples=99, seed=4)
+    assert part.size == 100 and part.p == pytest.approx(ref["p_less"])
+    assert part.p_against == pytest.approx(ref["p_greater"])
+    default = C.ordered_trend([1, 2, 3], levels, direction="less", label="slope")
+    assert default.p == pytest.approx(
+        C.permutation_tests(C.TREND, levels, seed=0)["p_less"]
+    )
+    assert default.label == "slope"
+    assert C.ordered_trend([1, 2, 3], levels, direction="less").label == ""
+
+
+def test_integer_seed_values_are_values():
+    ints = [[1, 2], [2, 3, 3], [5, 4, 6, 7]]
+    floats = [[float(v) for v in x] for x in ints]
+    for key in ("p_less", "p_greater", "low", "high", "estimate"):
+        assert C.permutation_tests(C.TREND, ints)[key] == pytest.approx(
+            C.permutation_tests(C.TREND, floats)[key]
+        )
+
+
+def test_a_part_holds_at_the_level_itself():
+    p = _part(0.05, 0.95)
+    assert p.holds(0.05) and not p.holds(0.049)
+    assert p.against(0.95) and not p.against(0.94)
+
+
+def test_holm_rejects_at_its_threshold_itself():
+    assert C.holm([0.025, 0.5], 0.05) == [True, False]
+    assert C.holm([0.025, 0.05], 0.05) == [True, True]
+
+
+def test_lines_show_three_digits_unless_asked():
+    p = C.comparison([1.0, 2, 3, 4, 5], [1.4, 2.2, 3.7, 4.1, 6.0], direction="less")
+    assert p.line() == p.line(3) != p.line(2)
+    d = C.decision([p, p])
+    assert d.line() == d.line(3) != d.line(2)
+    assert d.line(2) == f"{p.line(2)}; {p.line(2)} (90.48 % intervals; 5 seeds per arm)"
+    unlabelled = _part(0.3, 0.7)
+    assert unlabelled.line().startswith("−1 [")
+    assert C.decision(_part(0.99, 0.01, estimate=1.0)).reason() == (
+        "the comparison goes the other way"
+    )
+
+
+def test_the_rule_names_every_design_of_its_parts():
+    a = C.comparison([1.0, 2, 3, 4, 5], [3.0, 4, 5, 6, 7], direction="less")
+    b = C.comparison(
+        [1.0, 2, 3, 4, 5], [3.0, 4, 5, 6, 7.5], direction="less", paired=True
+    )
+    rule = C.decision([a, b]).rule()
+    assert rule.startswith(
+        "2 parts, each a permutation test (two arms, two arms paired by seed; "
+        "exact over 32, 252 rearrangements)"
+    )
+
+
+def test_seeds_shown_by_arm_sizes():
+    p = C.comparison([1.0, 2, 3], [1.0, 2, 3], direction="less", paired=True)
+    assert p.seeds() == "3 paired seeds"
+    t = C.ordered_trend([1, 2], [[1.0, 2], [3.0, 4]], direction="less", paired=True)
+    assert t.seeds() == "2 seeds per level, paired"
+    assert (
+        C.comparison([1.0, 2], [3.0, 4, 5, 6], direction="less").seeds()
+        == "2 + 4 seeds"
+    )
+
+
+def test_number_formats_at_their_edges():
+    assert C.num(0.001) == "0.001" and C.num(0.000999) == "9.99e−04"
+    assert C.num(99999.0) == "1e+05" and C.num(100000.0) == "1.00e+05"
+    assert C.num(2e-5, digits=2) == "2.0e−05" and C.num(2e-5, digits=1) == "2.0e−05"
+    assert C.num(-2.5, digits=2) == "−2.5"
