@@ -3,8 +3,8 @@
     python scripts/mutate.py [--modules rcutil/bounds.py ...] [--jobs 2] [--keep]
 
 For each module of ``[tool.mutmut.modules]`` in pyproject.toml, mutmut 3 runs in its own
-work folder ``_build/mutation/<module>/`` (a copy of ``rcutil/``, ``tests/`` and
-pyproject.toml whose ``[tool.mutmut]`` mutates that module only and selects that
+work folder ``_build/mutation/<module>/`` (a copy of ``rcutil/``, ``tests/``, the
+chapters with ``_toc.yml``, and pyproject.toml whose ``[tool.mutmut]`` mutates that module only and selects that
 module's tests), so that each module is tested by the tests chosen for it. mutmut runs,
 per mutant, only those of the selected tests that call the mutated function, fastest
 first, and stops at the first failure. Property tests draw fewer examples there (the
@@ -141,6 +141,11 @@ def prepare(module: str, tests: list[str], keep: bool) -> Path:
             work / folder,
             ignore=shutil.ignore_patterns("__pycache__", "site"),
         )
+    # the book's table of contents and chapters: the registry of experiments reads them
+    (work / "book").mkdir(exist_ok=True)
+    for chapter in (ROOT / "book").glob("*.md"):
+        shutil.copy2(chapter, work / "book" / chapter.name)
+    shutil.copy2(ROOT / "_toc.yml", work / "_toc.yml")
     (work / "pyproject.toml").write_text(module_pyproject(module, tests))
     names = config().get("functions", {}).get(module)
     if names:
