@@ -4,8 +4,9 @@
 
 For each module of ``[tool.mutmut.modules]`` in pyproject.toml, mutmut 3 runs in its own
 work folder ``_build/mutation/<module>/`` (a copy of ``rcutil/``, ``tests/``, the
-chapters with ``_toc.yml``, and pyproject.toml whose ``[tool.mutmut]`` mutates that module only and selects that
-module's tests), so that each module is tested by the tests chosen for it. mutmut runs,
+chapters with ``_toc.yml``, and pyproject.toml whose ``[tool.mutmut]`` mutates that
+module only and selects that module's tests), so that each module is tested by the tests
+chosen for it. mutmut runs,
 per mutant, only those of the selected tests that call the mutated function, fastest
 first, and stops at the first failure. Property tests draw fewer examples there (the
 hypothesis profile "mutation", tests/conftest.py); stored experiment results are off.
