@@ -174,17 +174,12 @@ def _card(r: Claim, links: bool) -> str:
     evidence = _flat(r.evidence)
     if r.decision is not None and r.verdict == INCONCLUSIVE:
         evidence += f". *It would take* {r.decision.it_would_take()}."
-    folded = [
-        f"**The paper.** {_flat(r.paper)}",
-        "",
-        f"**The book.** {_flat(r.book)}",
-        "",
-        f"**The rule.** {_flat(r.rule)}" if r.rule else "",
-        "",
-    ]
+    folded = [f"**The paper.** {_flat(r.paper)}", f"**The book.** {_flat(r.book)}"]
+    if r.rule:
+        folded.append(f"**The rule.** {_flat(r.rule)}")
     if r.decision is not None:
-        folded += [f"**The test.** {r.decision.rule()}; {r.decision.reason()}.", ""]
-    folded += [f"**The reason.** {_flat(r.reason)}"]
+        folded.append(f"**The test.** {r.decision.rule()}; {r.decision.reason()}.")
+    folded.append(f"**The reason.** {_flat(r.reason)}")
     return "\n".join(
         [
             f"::::{{container}} rc-claim {CLASS[r.verdict]}",
@@ -200,7 +195,7 @@ def _card(r: Claim, links: bool) -> str:
             f"*Setting:* {_flat(r.setting_text)}",
             ":::",
             f":::{{dropdown}} {FOLDED}",
-            *[line for line in folded],
+            "\n\n".join(folded),
             ":::",
             "::::",
         ]
