@@ -41,21 +41,25 @@ import statistics
 import sys
 import time
 
-import torch
+from rcutil import threads
 
-import rcutil  # noqa: F401  (sets the thread policy before numpy)
+threads.single_threaded_blas()  # the book's thread policy, before torch loads numpy
+
+import torch  # noqa: E402
+
+threads.apply_environment()
 
 
-def hf_classifier(transformers, settings: dict, layers: int, vocab_size: int):
+def hf_classifier(transformers, settings, layers: int, vocab_size: int):
     """``GPT2ForSequenceClassification`` of the profile's sizes (no dropout, SDPA
     attention), the pad id GPT-2's ``<|endoftext|>`` renumbered into the vocabulary the
     model reads."""
     pad = vocab_size - 1
     cfg = transformers.GPT2Config(
-        n_embd=settings["d_model"],
+        n_embd=settings.d_model,
         n_layer=layers,
-        n_head=settings["n_head"],
-        n_inner=settings["d_ff"],
+        n_head=settings.n_head,
+        n_inner=settings.d_ff,
         vocab_size=vocab_size,
         n_positions=1024,
         resid_pdrop=0.0,
@@ -76,16 +80,16 @@ def hf_classifier(transformers, settings: dict, layers: int, vocab_size: int):
         return transformers.GPT2ForSequenceClassification(cfg).train()
 
 
-def rcutil_twin(ref, settings: dict, layers: int, vocab: torch.Tensor | None):
+def rcutil_twin(ref, settings, layers: int, vocab: torch.Tensor | None):
     """rcutil's classifier with the reference's weights; with ``vocab``, only those rows
     kept."""
     from rcutil.gpt2 import GPT2Config, from_hf_state_dict
 
     config = GPT2Config(
         n_layer=layers,
-        n_head=settings["n_head"],
-        d_model=settings["d_model"],
-        d_ff=settings["d_ff"],
+        n_head=settings.n_head,
+        d_model=settings.d_model,
+        d_ff=settings.d_ff,
         vocab_size=ref.config.vocab_size,
     )
     state = ref.transformer.state_dict()
@@ -101,18 +105,18 @@ def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
     around its own forward (labels in, loss out)."""
     from rcutil import sst2_train as sst2
 
-    lr = settings["lr_grid"]["scratch"]["w"][0]
+    lr = settings.lr_grid["scratch"].w[0]
     opt, sched = sst2.make_optimizer(model, settings, lr)
     if not hf:
         return lambda: sst2.train_step(
-            model, opt, sched, tokens, lengths, labels, grad_clip=settings["grad_clip"]
+            model, opt, sched, tokens, lengths, labels, grad_clip=settings.grad_clip
         )
 
     def step():
         loss = model(input_ids=tokens, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), settings["grad_clip"])
+        torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
         opt.step()
         sched.step()
         return loss.detach()
@@ -120,7 +124,7 @@ def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
     return step
 
 
-def typical_batch(data: dict, settings: dict):
+def typical_batch(data: dict, settings):
     """``(tokens, lengths, labels)`` of the training batch (of one epoch of the
     experiment's batches) whose padded length is nearest the epoch's mean: what one step
     costs on average."""
@@ -128,7 +132,7 @@ def typical_batch(data: dict, settings: dict):
 
     lengths = data["train"][1]
     gen = torch.Generator().manual_seed(0)
-    epoch = length_batches(lengths, settings["batch_size"], gen)
+    epoch = length_batches(lengths, settings.batch_size, gen)
     padded = torch.stack([lengths[b].max() for b in epoch]).float()
     rows = epoch[int((padded - padded.mean()).abs().argmin())]
     tokens, lengths, labels = (t[rows] for t in data["train"])
@@ -146,7 +150,7 @@ def profile_batch(profile: str):
     return settings, data, typical_batch(data, settings)
 
 
-def ensemble_steps(settings: dict, data: dict, batch, layers: int, k: int) -> dict:
+def ensemble_steps(settings, data: dict, batch, layers: int, k: int) -> dict:
     """One step of ``k`` models one by one, and of the same models stacked and stepped
     as one through ``vmap`` (per-model clipping, AdamW on the stacked tensors)."""
     import copy
@@ -158,7 +162,7 @@ def ensemble_steps(settings: dict, data: dict, batch, layers: int, k: int) -> di
     from rcutil import sst2_train
 
     tokens, lengths, labels = batch
-    lr, clip = settings["lr_grid"]["scratch"]["w"][0], settings["grad_clip"]
+    lr, clip = settings.lr_grid["scratch"].w[0], settings.grad_clip
     models = [
         sst2_train.make_model(
             settings, "scratch", layers, True, seed, data["vocabulary"]
@@ -204,7 +208,7 @@ def ensemble(args) -> int:
     k = args.ensemble
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); profile "
-        f"{args.profile}: d={settings['d_model']}, batch {tuple(batch[0].shape)}; "
+        f"{args.profile}: d={settings.d_model}, batch {tuple(batch[0].shape)}; "
         f"{k} models"
     )
     print(
@@ -212,7 +216,7 @@ def ensemble(args) -> int:
         f"   (per model-step)"
     )
     clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
-    for layers in [args.layers] if args.layers else settings["layers"]:
+    for layers in [args.layers] if args.layers else settings.layers:
         med = timed(
             ensemble_steps(settings, data, batch, layers, k),
             repeats=args.repeats,
@@ -283,7 +287,7 @@ def main(argv=None) -> int:
     print(
         f"torch {torch.__version__}, transformers {transformers.__version__}, "
         f"{torch.get_num_threads()} thread(s); profile {args.profile}: "
-        f"d={settings['d_model']}, batch {tuple(tokens.shape)} (the training batch "
+        f"d={settings.d_model}, batch {tuple(tokens.shape)} (the training batch "
         f"of mean padded length), vocabulary {len(vocab):,} of 50,257 ids; clock: "
         f"{'process CPU time' if clock is time.process_time else 'wall time'}"
     )
@@ -293,7 +297,7 @@ def main(argv=None) -> int:
     )
     print(f"{'L':>3}  {'comparison':<44}{'rcutil ms':>11}{'HF ms':>9}{'ratio':>8}")
     totals = {"rcutil": 0.0, "hf_full": 0.0, "rcutil_eq": 0.0, "hf_eq": 0.0}
-    for layers in [args.layers] if args.layers else settings["layers"]:
+    for layers in [args.layers] if args.layers else settings.layers:
         hf_full = hf_classifier(transformers, settings, layers, 50257)
         hf_trim = hf_classifier(transformers, settings, layers, len(vocab))
         ours = rcutil_twin(hf_full, settings, layers, vocab)

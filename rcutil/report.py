@@ -49,6 +49,7 @@ __all__ = [
     "family",
     "render",
     "show",
+    "table",
     "markdown_table",
 ]
 
@@ -237,3 +238,20 @@ def markdown_table(rows: list[Claim], *, short: bool = False) -> str:
     """The rows as :func:`render` shows them (``short``: one line per claim); the name
     of the first rendering, kept for the chapters that call it."""
     return render(rows, brief=short)
+
+
+class Rendered(str):
+    """Claims rendered by :func:`render`: MyST that a notebook shows as Markdown."""
+
+    def markdown(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def table(rows: list[Claim], *, short: bool = False) -> Rendered:
+    """The rows as :func:`render` shows them (``short``: one line per claim), for a
+    notebook cell; the name of the first rendering, kept for the chapters that call
+    it."""
+    return Rendered(render(rows, brief=short))

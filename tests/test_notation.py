@@ -31,26 +31,26 @@ def sizes_table(text: str) -> list[dict[str, str]]:
 ROWS = sizes_table(PAGE.read_text())
 
 
-def expected(chapter: str, part: str, s: dict) -> dict[str, int]:
+def expected(chapter: str, part: str, s) -> dict[str, int]:
     """N, n, d, d_QK of a row, from the settings ``s`` of its profile (integers only;
     a size that varies over instances is not listed)."""
     if chapter in ("model", "convergence", "singular_values"):
-        out = {k: s[k] for k in ("N", "n", "d")}
+        out = {k: getattr(s, k) for k in ("N", "n", "d")}
         if chapter != "singular_values" or part == "checks":
-            out["d_QK"] = s["d_qk"]
+            out["d_QK"] = s.d_qk
         return out
     if chapter == "rank_collapse":
         if part == "sweep":
-            return {k: s[k] for k in ("N", "n", "d")}
+            return {k: getattr(s, k) for k in ("N", "n", "d")}
         if part == "training":
-            return {"N": s["N"], "n": s["n"], "d": s["d"], "d_QK": s["train_d_qk"]}
-        return {"N": 1, "n": s["depth_n"], "d": s["d"], "d_QK": s["d"]}
+            return {"N": s.N, "n": s.n, "d": s.d, "d_QK": s.train_d_qk}
+        return {"N": 1, "n": s.depth_n, "d": s.d, "d_QK": s.d}
     if chapter == "jena":
         d = len(jena_data.FEATURES)
-        return {"N": s["n_windows"], "n": s["n"], "d": d, "d_QK": s["d_qk"]}
+        return {"N": s.n_windows, "n": s.n, "d": d, "d_QK": s.d_qk}
     if chapter == "sst2":
-        d = s["d_model"]
-        return {"N": s["batch_size"], "d": d, "d_QK": d // s["n_head"]}
+        d = s.d_model
+        return {"N": s.batch_size, "d": d, "d_QK": d // s.n_head}
     return {}
 
 
@@ -80,7 +80,7 @@ def test_the_largest_d_qk_of_the_rank_collapse_sweep():
     module = experiments.load("rank-collapse")
     for row in ROWS:
         if row["chapter"] == "rank_collapse" and row["part"] == "sweep":
-            top = module.SETTINGS[row["profile"]]["max_log2_d_qk"]
+            top = module.SETTINGS[row["profile"]].max_log2_d_qk
             assert row["d_QK"] == f"1 to $2^{{{top}}}$", row
 
 
