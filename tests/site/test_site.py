@@ -18,7 +18,8 @@ loaded at 1366 px and again at 390 px (a phone): its cumulative layout shift, as
 measures it, is at most :data:`MAX_CLS` at each width. At both widths and in print:
 nothing wider than the page, and every equation or table wider than its column scrolls
 in a box that shows it does (a shadow at the edge beyond which there is more; in print
-nothing may be wider than the column). On the phone, every figure's tick labels are at
+nothing may be wider than the column); at every width, no table cell squeezed to a
+character or two per line, and every claim's verdict on screen. On the phone, every figure's tick labels are at
 least :data:`MIN_TICK_PX` CSS px. A screenshot of every page at 1366 and at 390 px goes
 to ``_build/screenshots``. The browser and its driver are the ones :mod:`chrome` finds
 (``tests/site/chrome.py``).
@@ -445,6 +446,92 @@ def layout(browser, width: int, page: str, media: str = "screen") -> dict:
     return facts
 
 
+#: Table cells squeezed until their text wraps a character or two per line, and verdicts
+#: of the claims (rcutil/report.py: render) that a reader cannot see without scrolling
+#: sideways.
+READING_FACTS = """
+const out = {squeezed: [], hidden: []};
+for (const cell of document.querySelectorAll('.bd-article td, .bd-article th')) {
+  if (cell.offsetParent === null) continue;          // folded away
+  const text = cell.textContent.replace(/\\s+/g, ' ').trim();
+  const s = getComputedStyle(cell);
+  const inner = cell.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+  const perLine = inner / (0.55 * parseFloat(s.fontSize));  // characters a line holds
+  if (text.length >= 4 && perLine < 3)
+    out.squeezed.push(`${Math.round(inner)} px: ${text.slice(0, 40)}`);
+}
+const verdicts = '.rc-verdict strong, .rc-line > p > strong:first-child';
+for (const v of document.querySelectorAll(verdicts)) {
+  if (v.offsetParent === null) continue;
+  const r = v.getBoundingClientRect();
+  let seen = r.width > 0 && r.left >= -1 && r.right <= window.innerWidth + 1;
+  for (let box = v.parentElement; box && seen; box = box.parentElement) {
+    if (getComputedStyle(box).overflowX === 'visible') continue;
+    const b = box.getBoundingClientRect();      // a box that scrolls or clips
+    seen = r.left >= b.left - 1 && r.right <= b.right + 1;
+  }
+  if (!seen) out.hidden.push(v.textContent.trim());
+}
+return out;
+"""
+
+
+def reading(browser, where: str, verdicts: bool) -> dict:
+    """No table cell squeezed to a character or two per line; with ``verdicts``, every
+    claim's verdict on screen without scrolling sideways."""
+    facts = browser.execute_script(READING_FACTS)
+    assert not facts["squeezed"], (
+        f"{where}: table cells squeezed to a character or two per line: "
+        f"{facts['squeezed']}"
+    )
+    if verdicts:
+        assert not facts["hidden"], (
+            f"{where}: verdicts off-screen (the claim's card must fit the page): "
+            f"{facts['hidden']}"
+        )
+    return facts
+
+
+#: A page with the two faults the reading check must find: a column squeezed to a
+#: letter per line, and a claim's card in a box that scrolls it out of sight on a phone.
+FAULTY_PAGE = """<!doctype html><html><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1"></head><body>
+<div class="bd-article">
+<table style="width: 100%"><tr><td style="width: 99%">claim</td>
+<td style="width: 1px; word-break: break-all">rule and reason: inconclusive</td></tr></table>
+<div style="overflow-x: auto"><div style="width: 2400px; padding-left: 1800px">
+<div class="rc-claim"><div class="rc-verdict"><p><strong>✓ reproduced</strong></p></div>
+</div></div></div>
+<div class="rc-line"><p><strong>✗ not reproduced</strong> · seen</p></div>
+</div></body></html>"""
+
+
+def test_the_reading_check_finds_a_squeezed_cell_and_a_hidden_verdict(
+    browser, tmp_path
+):
+    page = tmp_path / "faulty.html"
+    page.write_text(FAULTY_PAGE)
+    browser.get(page.as_uri())
+    browser.set_window_size(390, 1600)
+    facts = browser.execute_script(READING_FACTS)
+    assert [f.split(": ", 1)[1] for f in facts["squeezed"]] == [
+        "rule and reason: inconclusive"
+    ]
+    assert facts["hidden"] == ["✓ reproduced"]
+    with pytest.raises(AssertionError, match="squeezed"):
+        reading(browser, "faulty.html", verdicts=True)
+    fixed = FAULTY_PAGE.replace("width: 1px; word-break: break-all", "").replace(
+        "width: 2400px; padding-left: 1800px", ""
+    )
+    page.write_text(fixed)
+    browser.get(page.as_uri())
+    assert reading(browser, "fixed.html", verdicts=True) == {
+        "squeezed": [],
+        "hidden": [],
+    }
+    browser.set_window_size(1280, 1600)
+
+
 #: Font Awesome's complete fonts (the theme's), which no page may load.
 FULL_ICON_FONT = re.compile(r"fa-(solid-900|regular-400|brands-400)|/webfonts/")
 #: The cut fonts of the site (rcutil.css) by the family that draws from them.
@@ -684,6 +771,7 @@ def test_page(page, server, browser):
     assert not unresolved, f"{page}: references that do not resolve: {unresolved}"
 
     layout(browser, 1366, page)
+    reading(browser, f"{page} at 1366 px", verdicts=True)
 
     # as on a phone: loaded again at its width (its own layout shift), and in print (an
     # A4 page is about 700 px wide inside its margins)
@@ -692,10 +780,12 @@ def test_page(page, server, browser):
         f"{page} at 390 px: layout shift {cls_of(shifts):.3f} > {MAX_CLS}: {shifts}"
     )
     layout(browser, 390, page)
+    reading(browser, f"{page} at 390 px", verdicts=True)
     small = small_ticks(browser.execute_script(FIGURE_WIDTHS))
     assert not small, f"{page} at 390 px: tick labels under {MIN_TICK_PX} px: {small}"
     browser.save_screenshot(str(SHOTS / f"{shot}-390.png"))
     layout(browser, 700, page, media="print")
+    reading(browser, f"{page} in print", verdicts=False)
     resize(browser, 1366)
 
     # the download button gives the chapter as a notebook that runs as it is; the
