@@ -72,10 +72,10 @@ def test_one_point_per_depth_and_per_beta_each_holding_its_axis(ci_result):
 
 
 # -------------------------------------------------------------- an independent GD loop
-def gd_iterates(settings, layers, mu, steps):
+def gd_iterates(settings, layers, mu, steps, beta=None):
     """Plain GD on one flat parameter vector, written without rcutil.train: per iterate
     theta_t, Phi_t, ||grad Phi_t||, sigma_{Nn}(H_t)."""
-    model, X, Y = convergence.make_instance(settings, layers)
+    model, X, Y = convergence.make_instance(settings, layers, beta=beta)
     names = [k for k, _ in model.named_parameters()]
     shapes = [p.shape for _, p in model.named_parameters()]
     sizes = [p.numel() for _, p in model.named_parameters()]
@@ -172,7 +172,9 @@ def expected_statuses(result):
     (one,) = [d for d in result.depths if d.layers == 1]
     deeper = [d for d in result.depths if d.layers > 1]
     slow = [p for p in result.sweep if p.beta >= 0.25]
-    factors = [(1 - p.late_rate) / (1 - (1 - p.kappa_H**-2) ** 2) for p in slow]
+    factors = [
+        (1 - p.late_rate) / (1 - (1 - p.mu * p.sigma_min_H**2) ** 2) for p in slow
+    ]
     late = [p.late_rate for p in sorted(result.sweep, key=lambda p: p.beta)]
     follows = all(1 / 1.5 <= f <= 1.5 for f in factors) and all(
         b < a for a, b in zip(late, late[1:])
@@ -233,14 +235,16 @@ def pl_below_alpha(d, t=None):
 
 
 def pl_between_alphas(result, layers):
-    """The local PL ratios of depth ``layers`` with one between that depth's alpha and
-    the single layer's: the lemma holds at each depth with its own alpha."""
-    d = at(result, layers)
-    alphas = sorted([d.certificate.alpha, at(result, 1).certificate.alpha])
-    assert alphas[0] < alphas[1] and d.certificate.alpha == alphas[0]
-    pl = list(d.local_pl)
-    pl[1] = sum(alphas) / 2
-    return pl
+    """One local PL ratio of the depth with the smaller alpha, of ``layers`` and the
+    single layer, set between the two alphas: the lemma holds at each depth with its
+    own alpha."""
+    low, high = sorted(
+        (at(result, layers), at(result, 1)), key=lambda d: d.certificate.alpha
+    )
+    assert low.certificate.alpha < high.certificate.alpha
+    pl = list(low.local_pl)
+    pl[1] = (low.certificate.alpha + high.certificate.alpha) / 2
+    return edited(result, low.layers, local_pl=pl)
 
 
 def pl_at_depth(r, layers, t):
@@ -293,7 +297,7 @@ EDITS = [
     pytest.param(lambda r: pl_at_depth(r, 1, None), LEMMA, id="pl-one-iterate"),
     pytest.param(lambda r: pl_at_depth(r, 4, 1), LEMMA, id="pl-at-L4"),
     pytest.param(
-        lambda r: edited(r, 4, local_pl=pl_between_alphas(r, 4)),
+        lambda r: pl_between_alphas(r, 4),
         set(),
         id="pl-above-its-own-alpha",
     ),
@@ -337,25 +341,29 @@ def test_the_rate_claim_flips_with_the_sweep(ci_result):
     assert rate(with_point(ci_result, 1.0, late_rate=fast)) == NOT_REPRODUCED
     # below the slow-mode range only the order counts: slower than beta = 0 flips it ...
     slow = p0.late_rate + 1e-4
-    assert rate(with_point(ci_result, 0.1, late_rate=slow)) == NOT_REPRODUCED
+    assert rate(with_point(ci_result, 0.05, late_rate=slow)) == NOT_REPRODUCED
     # ... and its factor is not part of the rule
     p = pick(ci_result.sweep, beta=0.1)
-    assert rate(with_point(ci_result, 0.1, kappa_H=3 * p.kappa_H)) == DEVIATION
-    # the prediction is kappa(H_0)'s, not kappa(Z_0)'s
-    assert rate(with_point(ci_result, 1.0, kappa_H=3 * p1.kappa_H)) == NOT_REPRODUCED
-    assert rate(with_point(ci_result, 1.0, kappa_Z=3 * p1.kappa_Z)) == DEVIATION
+    changed = with_point(ci_result, 0.1, sigma_min_H=p.sigma_min_H / 3)
+    assert rate(changed) == DEVIATION
+    # the prediction is H_0's slowest mode at the run's step, not Z_0's
+    changed = with_point(ci_result, 1.0, sigma_min_H=p1.sigma_min_H / 3)
+    assert rate(changed) == NOT_REPRODUCED
+    assert rate(with_point(ci_result, 1.0, mu=p1.mu / 3)) == NOT_REPRODUCED
+    changed = with_point(ci_result, 1.0, sigma_min_Z=p1.sigma_min_Z / 3)
+    assert rate(changed) == DEVIATION
     # two equal late rates: the rate does not fall at that step
-    assert rate(with_point(ci_result, 0.1, late_rate=p0.late_rate)) == NOT_REPRODUCED
+    assert rate(with_point(ci_result, 0.05, late_rate=p0.late_rate)) == NOT_REPRODUCED
     # the slow-mode range includes its first beta
     p = pick(ci_result.sweep, beta=verdicts.SLOW_MODE_BETA)
-    changed = with_point(ci_result, p.beta, kappa_H=p.kappa_H / 2)
+    changed = with_point(ci_result, p.beta, sigma_min_H=2 * p.sigma_min_H)
     assert rate(changed) == NOT_REPRODUCED
-    # beta = 1 slower than predicted (a prediction four times faster)
-    changed = with_point(ci_result, 1.0, kappa_H=p1.kappa_H / 2)
+    # beta = 1 slower than predicted (a prediction nearly four times faster)
+    changed = with_point(ci_result, 1.0, sigma_min_H=1.9 * p1.sigma_min_H)
     assert rate(changed) == NOT_REPRODUCED
     assert not all(c.ok for c in verdicts.checks(changed))
     # any step up in the late rate fails the acceptance table too
-    changed = with_point(ci_result, 0.1, late_rate=p0.late_rate + 1e-4)
+    changed = with_point(ci_result, 0.05, late_rate=p0.late_rate + 1e-4)
     failed = [c.what for c in verdicts.checks(changed) if not c.ok]
     assert len(failed) == 1 and "falls" in failed[0]
 
@@ -363,16 +371,32 @@ def test_the_rate_claim_flips_with_the_sweep(ci_result):
 def acceptance_values(result):
     """The acceptance table's values, computed here in the order of the table."""
     D, c = result.depths, [d.certificate for d in result.depths]
+    z = [d.z_certificate for d in D]
     sweep = sorted(result.sweep, key=lambda p: p.beta)
     p0 = sweep[0]
     rates = [np.asarray(d.loss[: d.steps_to_tolerance + 1]) for d in D]
     factors = [
-        (1 - p.late_rate) / (1 - (1 - p.kappa_H**-2) ** 2)
+        (1 - p.late_rate) / (1 - (1 - p.mu * p.sigma_min_H**2) ** 2)
         for p in sweep
         if p.beta >= 0.25
     ]
+    certified = [p for p in sweep if p.certified_Z]
+    z_factors = [
+        (1 - p.late_rate) / (1 - (1 - p.mu * p.beta**2 * p.sigma_min_Z**2) ** 2)
+        for p in certified
+    ]
+    h_Z = [x.s_lower / x.s0 for x in z] + [
+        (p.beta * p.sigma_min_Z - p.ffn) / p.sigma_min_H for p in sweep
+    ]
+    upward = bool(certified) and all(
+        p.certified_Z for p in sweep if p.beta >= certified[0].beta
+    )
     return [
         all(x.holds for x in c),
+        all(x.holds for x in z),
+        max(h_Z),
+        max(y.mu * y.alpha / (x.mu * x.alpha) for x, y in zip(c, z)),
+        min(np.min(d.sigma_min_H) / y.lam for d, y in zip(D, z)),
         max((r[1:] / r[:-1]).max() - (1 - x.mu * x.alpha) for r, x in zip(rates, c)),
         max(r[-1] / r[0] for r in rates),
         max(np.max(d.distance) / x.path_bound for d, x in zip(D, c)),
@@ -388,6 +412,8 @@ def acceptance_values(result):
         max(x.alpha / x.C / x.kappa_inv_sq for x in c),
         max(max(f, 1 / f) for f in factors),
         max(b.late_rate - a.late_rate for a, b in zip(sweep, sweep[1:])),
+        upward,
+        max(max(f, 1 / f) for f in z_factors),
         p0.alpha_over_C,
         p0.certified,
         p0.loss[10],
@@ -447,7 +473,7 @@ def test_evidence_exactly_at_a_bound_meets_it(ci_result):
     "what, edit",
     [
         (
-            "path bound over $r$",
+            "path bound over $R$",
             lambda r: edited(
                 r,
                 1,
@@ -486,6 +512,102 @@ def test_evidence_exactly_at_a_bound_meets_it(ci_result):
 def test_a_check_fails_half_past_its_threshold(ci_result, what, edit):
     failed = [c.what for c in verdicts.checks(edit(ci_result)) if not c.ok]
     assert len(failed) == 1 and what in failed[0], failed
+
+
+def z_edit(result, layers, **fields):
+    d = at(result, layers)
+    z = dataclasses.replace(d.z_certificate, **fields)
+    return edited(result, layers, z_certificate=z)
+
+
+def faster_than_through_H(r):
+    c, z = at(r, 1).certificate, at(r, 1).z_certificate
+    return z_edit(r, 1, alpha=1.01 * c.mu * c.alpha / z.mu)
+
+
+def off_the_Z_prediction(r):
+    p = pick(r.sweep, beta=1.0)
+    late = 1 - 1.15 * (1 - verdicts.predicted_from_Z(p))
+    return with_point(r, 1.0, late_rate=late)
+
+
+@pytest.mark.parametrize(
+    "what, edit",
+    [
+        ("through $Z$ holds", lambda r: z_edit(r, 2, holds=False)),
+        (
+            "$h_Z$ over",
+            lambda r: z_edit(r, 4, s_lower=1.01 * at(r, 4).z_certificate.s0),
+        ),
+        ("$h_Z$ over", lambda r: with_point(r, 0.5, ffn=-0.1)),
+        ("through $Z$ over through $H$", faster_than_through_H),
+        ("$h_Z-G_HR$", lambda r: z_edit(r, 1, lam=1.01 * min(at(r, 1).sigma_min_H))),
+        (
+            "from the smallest certified up",
+            lambda r: with_point(r, 0.8, certified_Z=False),
+        ),
+        ("prediction from $Z_0$, where certified", off_the_Z_prediction),
+    ],
+)
+def test_a_check_through_Z_fails_on_its_own_evidence(ci_result, what, edit):
+    failed = [c.what for c in verdicts.checks(edit(ci_result)) if not c.ok]
+    assert len(failed) == 1 and what in failed[0], failed
+
+
+def test_the_route_through_Z_certifies_from_a_beta_up_and_never_at_beta0(ci_result):
+    low = verdicts.smallest_certified_beta(ci_result)
+    assert low is not None and 0 < low < 1
+    assert verdicts.certified_from_there_up(ci_result)
+    assert [p.beta for p in verdicts.certified_through_Z(ci_result)] == [
+        b for b in ci_result.settings.sweep_betas if b >= low
+    ]
+    # no point certified: no smallest beta, and the check fails
+    none = copy.deepcopy(ci_result)
+    for p in none.sweep:
+        p.certified_Z = False
+    assert verdicts.smallest_certified_beta(none) is None
+    assert not verdicts.certified_from_there_up(none)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5, 1.0])
+def test_a_point_of_the_sweep_is_recomputed_from_its_instance(ci_result, beta):
+    """The singular values of H_0 and Z_0 and ||FFN(Z_0)|| = ||H_0 - beta Z_0||, both
+    certificates, the step 1/C, and GD at that step by the independent loop."""
+    s = ci_result.settings
+    p = pick(ci_result.sweep, beta=beta)
+    model, X, Y = convergence.make_instance(s, 1, beta=beta)
+    with torch.no_grad():
+        out = model(X, return_all=True)
+    H = out.features.reshape(-1, s.d)
+    Z = out.Z[0].reshape(-1, s.d)
+    sH, sZ = torch.linalg.svdvals(H), torch.linalg.svdvals(Z)
+    ffn = torch.linalg.matrix_norm(H - beta * Z, ord=2).item()
+    assert p.sigma_min_H == pytest.approx(sH[-1].item(), rel=1e-10)
+    assert p.kappa_H == pytest.approx((sH[0] / sH[-1]).item(), rel=1e-10)
+    assert p.sigma_min_Z == pytest.approx(sZ[-1].item(), rel=1e-10)
+    assert p.kappa_Z == pytest.approx((sZ[0] / sZ[-1]).item(), rel=1e-10)
+    assert p.ffn == pytest.approx(ffn, rel=1e-9, abs=1e-15)
+    for through, ok, ratio in (
+        ("H", p.certified, p.alpha_over_C),
+        ("Z", p.certified_Z, p.alpha_over_C_Z),
+    ):
+        c = best_certificate(model, X, Y, n_radii=s.n_radii // 2, through=through)
+        assert c.holds == ok and ratio == pytest.approx(c.alpha / c.C, rel=1e-12)
+        if through == "H":
+            assert p.mu == pytest.approx(c.mu, rel=1e-12)
+    it, _ = gd_iterates(s, 1, p.mu, s.sweep_steps, beta=beta)
+    loss = np.asarray(it["loss"])
+    np.testing.assert_allclose(p.loss, loss / loss[0], rtol=1e-8)
+
+
+def test_without_W_2_the_model_without_residual_starts_at_a_stationary_point(ci_result):
+    """Why W_2 starts small and not at zero: with W_2 = 0, W_U = 0 and beta = 0 every
+    gradient vanishes at theta_0, and gradient descent never moves."""
+    zero = dataclasses.replace(ci_result.settings, W_2_scale=0.0)
+    for beta, moves in ((0.0, False), (0.5, True)):
+        model, X, Y = convergence.make_instance(zero, 1, beta=beta)
+        grads = torch.autograd.grad(model.loss(X, Y), list(model.parameters()))
+        assert any(g.abs().max() > 0 for g in grads) == moves, beta
 
 
 def test_acceptance_table_holds_and_fails_on_a_bad_number(ci_result):

@@ -1,7 +1,8 @@
 """The convergence chapter's acceptance checks and its five claims, and the readings of
 a stored :class:`~rcutil.experiments.convergence.Result` that decide them: the one-step
 ratios of GD against the certified rate, the loss reached, the tightness of the
-constants, and the late rate of the sweep against its prediction."""
+constants, the certificates through ``Z``, and the late rate of the sweep against its
+prediction."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ from . import Depth, Result, SweepPoint
 #: Rounding allowance of ``max_t Phi_{t+1}/Phi_t <= 1 - mu alpha`` (float64).
 RATE_SLACK = 1e-12
 #: The late rate follows the slow mode: ``1 - rate`` within this factor of
-#: ``1 - (1 - kappa(H_0)^-2)^2`` ...
+#: ``1 - (1 - mu sigma_{Nn}(H_0)^2)^2`` ...
 LATE_FACTOR = 1.5
 #: ... at every ``beta`` from this one up (below, the slowest mode has not yet come to
 #: dominate within the sweep's steps).
 SLOW_MODE_BETA = 0.25
+#: Where the certificate through ``Z`` holds, ``1 - rate`` is within this factor of
+#: the slowest mode predicted from ``Z_0`` alone, ``1 - (1 - mu beta^2
+#: sigma_{Nn}(Z_0)^2)^2``.
+Z_FACTOR = 1.1
 
 
 def rates(depth: Depth) -> np.ndarray:
@@ -52,8 +57,45 @@ def worst_tightness(depth: Depth) -> float:
 
 
 def predicted_late_rate(p: SweepPoint) -> float:
-    """``(1 - kappa(H_0)^-2)^2``: the slowest mode of least squares in ``W_U``."""
-    return (1.0 - p.kappa_H**-2) ** 2
+    """``(1 - mu sigma_{Nn}(H_0)^2)^2``: the slowest mode of least squares in ``W_U``
+    on the features ``H_0``, at the sweep's step ``mu``."""
+    return (1.0 - p.mu * p.sigma_min_H**2) ** 2
+
+
+def predicted_from_Z(p: SweepPoint) -> float:
+    """``(1 - mu beta^2 sigma_{Nn}(Z_0)^2)^2``: the same slowest mode with ``H_0``
+    replaced by ``beta Z_0``, its part from the attention-layer output."""
+    return (1.0 - p.mu * (p.beta * p.sigma_min_Z) ** 2) ** 2
+
+
+def s_Z(p: SweepPoint) -> float:
+    """``beta sigma_{Nn}(Z_0) - ||FFN(Z_0)||_2`` of a point of the sweep (eq.
+    ``conv-weyl``)."""
+    return p.beta * p.sigma_min_Z - p.ffn
+
+
+def certified_through_Z(result: Result) -> list[SweepPoint]:
+    """The points of the sweep whose certificate through ``Z`` holds."""
+    return [p for p in result.sweep if p.certified_Z]
+
+
+def smallest_certified_beta(result: Result) -> float | None:
+    """The smallest ``beta`` of the sweep certified through ``Z`` (``None`` if none)."""
+    return min((p.beta for p in certified_through_Z(result)), default=None)
+
+
+def certified_from_there_up(result: Result) -> bool:
+    """Every ``beta`` of the sweep at or above the smallest certified one is certified
+    through ``Z`` (and one is)."""
+    low = smallest_certified_beta(result)
+    return low is not None and all(p.certified_Z for p in result.sweep if p.beta >= low)
+
+
+def z_factor(p: SweepPoint) -> float:
+    """``(1 - late rate) / (1 - predicted_from_Z)`` (infinite at ``beta = 0``, where
+    ``Z_0`` predicts no decay at all)."""
+    gap = 1.0 - predicted_from_Z(p)
+    return (1.0 - p.late_rate) / gap if gap > 0 else np.inf
 
 
 def slow_mode(result: Result) -> list[SweepPoint]:
@@ -71,8 +113,20 @@ def checks(result: Result) -> list[Check]:
     worst depth's value shown), and the ``beta`` sweep."""
     D, tol = result.depths, result.settings.tol
     c = [d.certificate for d in D]
+    z = [d.z_certificate for d in D]
     beta0 = results.pick(result.sweep, beta=0.0)
     holds = all(x.holds for x in c)
+    z_holds = all(x.holds for x in z)
+    weyl = max(
+        [x.s_lower / x.s0 for x in z] + [s_Z(p) / p.sigma_min_H for p in result.sweep]
+    )
+    z_rate = max(y.mu * y.alpha / (x.mu * x.alpha) for x, y in zip(c, z))
+    z_sigma = min(min(d.sigma_min_H) / y.lam for d, y in zip(D, z))
+    upward = certified_from_there_up(result)
+    z_late = max(
+        (max(f, 1 / f) for f in map(z_factor, certified_through_Z(result))),
+        default=np.inf,
+    )
     rate = max(max_rate(d) - d.certificate.predicted_rate for d in D)
     final = max(final_over_initial(d) for d in D)
     distance = max(max(d.distance) / x.path_bound for d, x in zip(D, c))
@@ -87,16 +141,22 @@ def checks(result: Result) -> list[Check]:
     b = f"$\\beta\\ge{SLOW_MODE_BETA:g}$"
     return [
         Check("the certificate holds at every depth", holds, "==", True),
+        Check("the certificate through $Z$ holds at every depth", z_holds, "==", True),
+        Check(r"$h_Z$ over $h_{\min}$, largest over depths and $\beta$", weyl, "<=", 1.0),
+        Check(r"rate $\mu\alpha$ through $Z$ over through $H$, largest over depths", z_rate, "<=", 1.0),
+        Check(r"$\min_t\sigma_{Nn}(H_t)$ over $h_Z-G_HR$ (through $Z$), smallest", z_sigma, ">=", 1.0),
         Check(r"$\max_t\Phi_{t+1}/\Phi_t - (1-\mu\alpha)$, largest over depths", rate, "<=", RATE_SLACK),
         Check(r"$\Phi_T/\Phi_0$ at $\mu = 1/C$, largest over depths", final, "<=", tol),
         Check(r"$\max_t\Vert\theta_t-\theta_0\Vert$ over the path bound, largest", distance, "<=", 1.0),
-        Check("path bound over $r$, largest over depths", path, "<=", 1.0),
-        Check(r"$\min_t\sigma_{Nn}(H_t)$ over $s_0-G_Hr$, smallest over depths", sigma, ">=", 1.0),
+        Check("path bound over $R$, largest over depths", path, "<=", 1.0),
+        Check(r"$\min_t\sigma_{Nn}(H_t)$ over $h_{\min}-G_HR$, smallest over depths", sigma, ">=", 1.0),
         Check(r"$\min_t\Vert\nabla\Phi_t\Vert^2/(2\Phi_t)$ over $\alpha$, smallest", pl, ">=", 1.0),
         Check("measured value over its bound ($G_H$, $K_H$, $C$), largest", tight, "<=", 1.0),
         Check(r"$\alpha/C$ over $\kappa(H_0)^{-2}$, largest over depths", kappa, "<=", 1.0),
         Check(f"late $1-$rate over its prediction, farthest from 1 for {b} (factor)", late, "<=", LATE_FACTOR),
         Check(r"late rate falls as $\beta$ grows, largest step", falls, "<", 0.0),
+        Check(r"certified through $Z$: every $\beta$ from the smallest certified up", upward, "==", True),
+        Check(r"late $1-$rate over its prediction from $Z_0$, where certified (factor)", z_late, "<=", Z_FACTOR),
         Check(r"$\beta = 0$: $\alpha/C$ of the best certificate", beta0.alpha_over_C, "<", 1e-6),
         Check(r"$\beta = 0$: the certificate holds", beta0.certified, "==", False),
         Check(f"$\\beta = 0$: $\\Phi_{{{early}}}/\\Phi_0$", beta0.loss[early], "<", 0.5),
