@@ -175,8 +175,8 @@ def minimum_reached(depth: Depth, tol: float) -> bool:
 
 
 def claims(result: Result) -> list[Claim]:
-    """The lemma (PL along GD), Theorem 1, the rate against ``kappa(H_0)``, Corollary 1
-    and the multi-layer theorem, on the certifying instances."""
+    """The lemma (PL along GD), Theorem 1, the rate against the slowest mode of
+    ``H_0``, Corollary 1 and the multi-layer theorem, on the certifying instances."""
     one = results.pick(result.depths, layers=1)
     deep = [d for d in result.depths if d.layers > 1]
     tol, c1 = result.settings.tol, one.certificate
@@ -236,13 +236,13 @@ def claims(result: Result) -> list[Claim]:
             "output",
             f"{len(result.sweep)} values of $\\beta$; for "
             f"$\\beta\\ge{SLOW_MODE_BETA:g}$ the late $1-$rate is within a factor "
-            f"{factor:.2f} of $1-(1-\\kappa(H_0)^{{-2}})^2$",
+            f"{factor:.2f} of $1-(1-\\mu\\sigma_{{Nn}}^2(H_0))^2$ at $\\mu = 1/C$",
             status(follows, deviation=True),
             "measured through the features $H$ that contain $Z$; below "
             f"$\\beta = {SLOW_MODE_BETA:g}$ the slowest mode does not yet dominate "
             "within the sweep's steps",
             rule=f"late $1-$rate within a factor {LATE_FACTOR:g} of "
-            f"$1-(1-\\kappa(H_0)^{{-2}})^2$ at every $\\beta\\ge"
+            f"$1-(1-\\mu\\sigma_{{Nn}}^2(H_0))^2$ at every $\\beta\\ge"
             f"{SLOW_MODE_BETA:g}$, and the late rate falls at every step of "
             "$\\beta$",
         ),
