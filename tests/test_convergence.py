@@ -86,7 +86,7 @@ def gd_iterates(settings, layers, mu, steps, beta=None):
         params = {k: t.view(s) for k, t, s in zip(names, flat.split(sizes), shapes)}
         return torch.func.functional_call(model, params, (X,), {"return_all": True})
 
-    out = dict(theta=[], loss=[], grad=[], sigma=[])
+    out = dict(theta=[], loss=[], grad=[], sigma=[], W_U=[])
     for _ in range(steps + 1):
         t = theta.clone().requires_grad_(True)
         o = forward(t)
@@ -97,6 +97,7 @@ def gd_iterates(settings, layers, mu, steps, beta=None):
         out["loss"].append(loss.item())
         out["grad"].append(torch.linalg.vector_norm(g).item())
         out["sigma"].append(torch.linalg.svdvals(H)[N * n - 1].item())
+        out["W_U"].append(theta[-sizes[-1] :].clone())  # W_U comes last
         theta = theta - mu * g.detach()
     phi = lambda flat: 0.5 * ((forward(flat).output - Y) ** 2).sum()  # noqa: E731
     return out, phi
@@ -120,10 +121,12 @@ def test_every_trajectory_entry_is_recomputed_from_the_iterates(ci_result, layer
     it, _ = gd_iterates(ci_result.settings, layers, mu, steps)
     theta0 = it["theta"][0]
     distance = [torch.linalg.vector_norm(t - theta0).item() for t in it["theta"]]
+    moved_U = [torch.linalg.vector_norm(w - it["W_U"][0]).item() for w in it["W_U"]]
     pl = np.array(it["grad"]) ** 2 / (2 * np.array(it["loss"]))
     np.testing.assert_allclose(d.loss, it["loss"], rtol=1e-9)
     np.testing.assert_allclose(d.grad_norm, it["grad"], rtol=1e-9)
     np.testing.assert_allclose(d.distance, distance, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(d.distance_U, moved_U, rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(d.sigma_min_H, it["sigma"], rtol=1e-9)
     np.testing.assert_allclose(d.local_pl, pl, rtol=1e-9)
 
@@ -142,6 +145,31 @@ def test_last_iterate_tightness_is_measured_at_the_last_iterate(ci_result, layer
     assert moved > 1e-8 * last
     assert abs(stored - last) < 0.05 * moved
     assert abs(stored0 - first) < 0.05 * moved
+
+
+@pytest.mark.parametrize("layers", [1, 4])
+def test_least_squares_on_the_initial_features_is_a_power_of_the_kernel(
+    ci_result, layers
+):
+    """With W_U^0 = 0 the error of GD on W_U alone with H frozen at H_0 is
+    E_t = -(I - mu H_0 H_0^T)^t Y: the stored loss is 1/2 ||E_t||^2."""
+    d, s = at(ci_result, layers), ci_result.settings
+    model, X, Y = convergence.make_instance(s, layers)
+    with torch.no_grad():
+        H0 = model(X, return_all=True).features.reshape(-1, s.d)
+    y = Y.reshape(-1, s.d_out)
+    step = torch.eye(H0.shape[0], dtype=H0.dtype) - d.certificate.mu * H0 @ H0.T
+    for t in (0, 1, 7, 40):
+        E = torch.linalg.matrix_power(step, t) @ y
+        assert d.least_squares[t] == pytest.approx(0.5 * (E**2).sum().item(), rel=1e-9)
+    assert len(d.least_squares) == len(d.loss)
+    # the reading: the largest relative gap up to the tolerance, and the block weights'
+    # share of the distance
+    T = d.steps_to_tolerance + 1
+    gap = np.abs(np.asarray(d.least_squares[:T]) / np.asarray(d.loss[:T]) - 1).max()
+    assert verdicts.least_squares_gap(d) == pytest.approx(gap, rel=1e-12)
+    blocks = np.sqrt(np.asarray(d.distance) ** 2 - np.asarray(d.distance_U) ** 2)
+    assert verdicts.block_distance(d) == pytest.approx(blocks.max(), rel=1e-9)
 
 
 # ------------------------------------------------------------------ claims, recomputed
@@ -403,6 +431,13 @@ def acceptance_values(result):
         max(x.path_bound / x.r for x in c),
         min(np.min(d.sigma_min_H) / x.lam for d, x in zip(D, c)),
         min(np.min(d.local_pl) / x.alpha for d, x in zip(D, c)),
+        max(
+            abs(a / b - 1)
+            for a, b in zip(
+                D[0].least_squares[: D[0].steps_to_tolerance + 1],
+                D[0].loss[: D[0].steps_to_tolerance + 1],
+            )
+        ),
         max(
             v["ratio"]
             for d in D

@@ -27,7 +27,7 @@ import torch
 
 from ... import profiles, results
 from ...certificate import Certificate, best_certificate, z_lower_bound
-from ...linalg import singular_values
+from ...linalg import singular_values, stacked_rows
 from ...model import Transformer
 from ...progress import steps
 from ...threads import torch_threads
@@ -134,8 +134,10 @@ class Depth:
     loss: list[float]  #: ``Phi(theta_t)``
     grad_norm: list[float]  #: ``||grad Phi(theta_t)||``
     distance: list[float]  #: ``||theta_t - theta_0||``, all parameters, Euclidean
+    distance_U: list[float]  #: ``||W_U^t - W_U^0||_F``, the output map alone
     sigma_min_H: list[float]  #: ``sigma_{Nn}(H_t)``
     local_pl: list[float]  #: ``||grad Phi(theta_t)||^2 / (2 Phi(theta_t))``
+    least_squares: list[float]  #: the loss of :func:`least_squares` at the same step
     steps_to_tolerance: int  #: first ``t`` with ``Phi_t <= tol Phi_0``
     bound_steps: int  #: steps after which ``(1 - mu alpha)^t <= tol``
     tightness: dict
@@ -175,6 +177,21 @@ def _flat(model) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
+def least_squares(
+    H0: torch.Tensor, Y: torch.Tensor, W_U: torch.Tensor, mu: float, steps: int
+) -> list[float]:
+    """GD on ``W_U`` alone with the features frozen at ``H_0``, ``W_U <- W_U - mu
+    H_0^T (H_0 W_U - Y)`` from ``W_U^0``: linear least squares, the lazy reading of
+    Theorem 1. Returns the loss ``1/2 ||H_0 W_U - Y||_F^2`` of each of the ``steps + 1``
+    iterates (``H_0`` and ``Y`` stacked, ``(N n) x d`` and ``(N n) x d_out``)."""
+    W_U, out = W_U.detach().clone(), []
+    for _ in range(steps + 1):
+        E = H0 @ W_U - Y
+        out.append(0.5 * float(torch.sum(E**2)))
+        W_U = W_U - mu * (H0.T @ E)
+    return out
+
+
 def depth_run(settings: Settings, layers: int, *, device="cpu") -> Depth:
     """Certificate, GD at ``mu = 1/C`` and the tightness of the constants, one depth."""
     model, X, Y = make_instance(settings, layers, device=device)
@@ -182,11 +199,14 @@ def depth_run(settings: Settings, layers: int, *, device="cpu") -> Depth:
     z_cert = best_certificate(model, X, Y, n_radii=settings.n_radii, through="Z")
     iterations = settings.power_iterations
     at_theta0 = measure(model, X, Y, cert.to_dict(), iterations=iterations)
-    theta0 = _flat(model)
+    theta0, W_U0 = _flat(model), model.W_U.detach().clone()
+    with torch.no_grad():
+        H0 = stacked_rows(model(X, return_all=True).features)
 
     def observe(out):
         return {
             "distance": torch.linalg.vector_norm(_flat(model) - theta0),
+            "distance_U": torch.linalg.matrix_norm(model.W_U.detach() - W_U0),
             "sigma_min_H": singular_values(out.features)[-1],
         }
 
@@ -216,8 +236,10 @@ def depth_run(settings: Settings, layers: int, *, device="cpu") -> Depth:
         loss=h.loss,
         grad_norm=h.grad_norm,
         distance=h.observed["distance"],
+        distance_U=h.observed["distance_U"],
         sigma_min_H=h.observed["sigma_min_H"],
         local_pl=(grad**2 / (2 * loss)).tolist(),
+        least_squares=least_squares(H0, stacked_rows(Y), W_U0, cert.mu, len(loss) - 1),
         steps_to_tolerance=int(hit[0]) if hit.size else len(loss) - 1,
         bound_steps=bound_steps,
         tightness={"theta0": at_theta0, "last": at_last},

@@ -56,6 +56,20 @@ def worst_tightness(depth: Depth) -> float:
     return max(v["ratio"] for point in depth.tightness.values() for v in point.values())
 
 
+def least_squares_gap(depth: Depth) -> float:
+    """The largest relative difference, up to the tolerance, between the loss of GD
+    and that of least squares in ``W_U`` on the frozen features ``H_0``."""
+    T = depth.steps_to_tolerance + 1
+    loss = np.asarray(depth.loss[:T])
+    return float(np.max(np.abs(np.asarray(depth.least_squares[:T]) / loss - 1.0)))
+
+
+def block_distance(depth: Depth) -> float:
+    """How far the block weights (all but ``W_U``) moved, at most, along GD."""
+    d, u = np.asarray(depth.distance), np.asarray(depth.distance_U)
+    return float(np.sqrt(np.maximum(d**2 - u**2, 0.0)).max())
+
+
 def predicted_late_rate(p: SweepPoint) -> float:
     """``(1 - mu sigma_{Nn}(H_0)^2)^2``: the slowest mode of least squares in ``W_U``
     on the features ``H_0``, at the sweep's step ``mu``."""
@@ -123,6 +137,7 @@ def checks(result: Result) -> list[Check]:
     z_rate = max(y.mu * y.alpha / (x.mu * x.alpha) for x, y in zip(c, z))
     z_sigma = min(min(d.sigma_min_H) / y.lam for d, y in zip(D, z))
     upward = certified_from_there_up(result)
+    ls_gap = least_squares_gap(results.pick(D, layers=1))
     z_late = max(
         (max(f, 1 / f) for f in map(z_factor, certified_through_Z(result))),
         default=np.inf,
@@ -151,6 +166,7 @@ def checks(result: Result) -> list[Check]:
         Check("path bound over $R$, largest over depths", path, "<=", 1.0),
         Check(r"$\min_t\sigma_{Nn}(H_t)$ over $h_{\min}-G_HR$, smallest over depths", sigma, ">=", 1.0),
         Check(r"$\min_t\Vert\nabla\Phi_t\Vert^2/(2\Phi_t)$ over $\alpha$, smallest", pl, ">=", 1.0),
+        Check(r"$L = 1$: loss against least squares on $H_0$, largest relative gap", ls_gap, "<=", 1e-3),
         Check("measured value over its bound ($G_H$, $K_H$, $C$), largest", tight, "<=", 1.0),
         Check(r"$\alpha/C$ over $\kappa(H_0)^{-2}$, largest over depths", kappa, "<=", 1.0),
         Check(f"late $1-$rate over its prediction, farthest from 1 for {b} (factor)", late, "<=", LATE_FACTOR),
