@@ -4,6 +4,7 @@ effect, simulated for each structure of the book's claims with its seed counts."
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -608,6 +609,46 @@ def test_a_row_decided_by_a_test_reads_the_tests_verdict_and_line():
     with pytest.raises(ValueError, match="not its rule's"):
         _claim(verdict=C.INCONCLUSIVE, decision=d)
     assert row.to_dict()["decision"]["parts"][0]["p"] == pytest.approx(1 / 252)
+
+
+def test_an_inconclusive_row_says_what_would_resolve_it():
+    open_row = _claim(
+        verdict=C.INCONCLUSIVE, setting=C.STATED, would_take="runs of 1e5 steps"
+    )
+    assert open_row.takes == "runs of 1e5 steps"
+    with pytest.raises(ValueError, match="would_take"):
+        _claim(verdict=C.INCONCLUSIVE, setting=C.STATED)
+    with pytest.raises(ValueError, match="would_take"):
+        _claim(verdict=C.INCONCLUSIVE, setting=C.STATED, would_take="  ")
+    with pytest.raises(ValueError, match="would_take"):  # a decided row needs none
+        _claim(verdict=C.REPRODUCED, setting=C.STATED, would_take="more runs")
+    tested = C.decision(_part(0.3, 0.7))
+    row = _claim(verdict=tested.verdict, decision=tested, setting=C.STATED)
+    assert row.takes == tested.it_would_take() and row.takes.startswith("about ")
+    with pytest.raises(ValueError, match="would_take"):  # the test says it
+        _claim(
+            verdict=tested.verdict,
+            decision=tested,
+            setting=C.STATED,
+            would_take="more runs",
+        )
+    held = C.decision(_part(0.01, 0.99))
+    assert _claim(verdict=held.verdict, decision=held).takes == ""
+    assert _claim(setting=C.STATED).takes == ""
+    # a row of the first rules (no setting) is left as it was written
+    first = C.Claim("k", "c", "p", "1", C.INCONCLUSIVE, "r")
+    assert first.takes == "" and replace(first, chapter="x").takes == ""
+
+
+def test_a_decision_lists_the_design_and_seeds_of_each_part():
+    a = C.comparison([1.0, 2, 3], [4.0, 5, 6], direction="less", paired=True)
+    b = C.comparison([1.0, 2], [4.0, 5, 6], direction="less")
+    t = C.ordered_trend([1, 2, 3], [[1.0, 2], [3.0, 4], [5.0, 6]], direction="less")
+    assert C.decision([a, b, t]).structure == (
+        (C.PAIRED, (3, 3)),
+        (C.TWO_ARMS, (2, 3)),
+        (C.TREND, (2, 2, 2)),
+    )
 
 
 def test_rows_of_the_first_rules_keep_their_meaning():

@@ -208,6 +208,9 @@ def test_every_claim_follows_from_the_stored_numbers(ci_result):
     for r in rows:
         assert r.setting.kind == claims.RECONSTRUCTION
         assert "constants derived here" in r.setting.differences
+        # alpha is measured on the instance: no row rests on the full-rank lemma,
+        # which the singular-values chapter refutes
+        assert any("not from the full-rank lemma" in d for d in r.setting.differences)
 
 
 def edited(result, layers=None, **fields):
@@ -407,7 +410,10 @@ def test_the_rate_row_says_how_long_a_run_would_show_the_slowest_mode(ci_result)
     p0 = pick(ci_result.sweep, beta=0.0)
     need = 1 / (1 - verdicts.predicted_late_rate(p0))
     assert verdicts.steps_to_show(p0) == pytest.approx(need)
-    assert row.reason.endswith(f"it would take runs of about {need:.1e} steps")
+    assert row.verdict == INCONCLUSIVE and row.reason.endswith("is not resolved")
+    assert row.takes == row.would_take
+    assert row.takes.startswith(f"runs of about {need:.1e} steps")
+    assert row.takes.endswith("at $\\beta$ = 0, 0.1")
     assert "at $\\beta$ = 0, 0.1 the 150 steps cannot show" in row.reason
     assert "($\\beta$ = 0.25, 0.5, 0.75, 1)" in row.book
     factor = max(
@@ -425,6 +431,9 @@ def test_a_profile_without_deeper_models_leaves_the_multilayer_claim_open(ci_res
     assert row.verdict == INCONCLUSIVE
     assert row.book == "no depth above 1 in this profile"
     assert row.reason == "not checked: the profile has one layer only"
+    assert "more than one layer" in row.takes
+    deep = next(c for c in verdicts.claims(ci_result) if c.key == "multilayer")
+    assert deep.verdict == REPRODUCED and deep.takes == deep.would_take == ""
 
 
 def acceptance_values(result):

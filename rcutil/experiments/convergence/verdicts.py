@@ -149,6 +149,8 @@ def claims(result: Result) -> list[Claim]:
     tol, c1 = s.tol, one.certificate
     setting = reconstruction(
         "constants derived here",
+        r"$\alpha$ from $\sigma_{Nn}(H_0)$ measured on the instance, not from the "
+        "full-rank lemma (false as stated)",
         rf"the book's certified instance ($N = {s.N}$, $n = {s.n}$, $d = {s.d}$, "
         rf"$\tau = {s.tau:g}$, small targets)",
         r"activation $\tanh$",
@@ -179,6 +181,7 @@ def claims(result: Result) -> list[Claim]:
             for d in ds
         )
 
+    rate_takes = ""
     deep_ok = [theorem_holds(d) and minimum_reached(d, tol) for d in deep]
     worst = max(worst_tightness(d) for d in result.depths)
     if off or not falls:
@@ -201,7 +204,11 @@ def claims(result: Result) -> list[Claim]:
         rate_reason = (
             f"follows its prediction at $\\beta$ = {betas(shown)}; at "
             f"$\\beta$ = {betas(hidden)} the {s.sweep_steps} steps cannot show the "
-            f"slowest mode; it would take runs of about {longest:.1e} steps"
+            f"slowest mode, so that part is not resolved"
+        )
+        rate_takes = (
+            f"runs of about {longest:.1e} steps, to show the slowest mode at "
+            f"$\\beta$ = {betas(hidden)}"
         )
     else:
         rate_reason = "follows its prediction at every $\\beta$ of the sweep"
@@ -254,6 +261,7 @@ def claims(result: Result) -> list[Claim]:
             "$1-(1-\\kappa(H_0)^{-2})^2$",
             check_verdict([*follows.values(), falls]),
             rate_reason,
+            would_take=rate_takes,
             rule=f"at every $\\beta$: the late $1-$rate within a factor "
             f"{LATE_FACTOR:g} of $1-(1-\\kappa(H_0)^{{-2}})^2$ where the run can show "
             "the slowest mode ($T(1-(1-\\kappa^{-2})^2) \\ge 1$; elsewhere that part "
@@ -292,6 +300,7 @@ def claims(result: Result) -> list[Claim]:
                 if deep
                 else "not checked: the profile has one layer only"
             ),
+            would_take="" if deep else "a profile with more than one layer",
             rule=r"every $L > 1$: every step has $\Phi_{t+1}/\Phi_t\le1-\mu\alpha$, "
             f"and $\\Phi_T/\\Phi_0\\le$ {tol:g}",
             setting=reconstruction(
