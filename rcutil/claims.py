@@ -760,26 +760,63 @@ class Decision:
         )
 
     def rule(self) -> str:
-        """The rule in words, for the folded part of the row."""
+        """The rule in words, for the folded part of the row, with what its seeds
+        leave it unable to decide (:meth:`limits`)."""
         designs = sorted({p.design for p in self.parts})
         tests = ", ".join(designs)
-        sizes = sorted({p.size for p in self.parts})
-        how = (
-            f"exact over {', '.join(f'{s:,}' for s in sizes)} rearrangements"
-            if all(p.exact for p in self.parts)
-            else f"{RESAMPLES:,} random rearrangements"
+        exact = sorted({p.size for p in self.parts if p.exact})
+        drawn = sorted({p.size - 1 for p in self.parts if not p.exact})
+        how = "; ".join(
+            [f"exact over {', '.join(f'{s:,}' for s in exact)} rearrangements"]
+            * bool(exact)
+            + [f"{', '.join(f'{s:,}' for s in drawn)} random rearrangements"]
+            * bool(drawn)
         )
         if self.k == 1:
-            return (
+            text = (
                 f"permutation test ({tests}; {how}), one-sided each way at "
                 f"{self.level:g}: for the claim when p ≤ {self.level:g}, against it "
                 f"when the other way's p ≤ {self.level:g}, else inconclusive"
             )
-        return (
-            f"{self.k} parts, each a permutation test ({tests}; {how}): reproduced "
-            f"when every part holds at {self.level:g}; not reproduced when one goes "
-            f"the other way at {self.level:g}/{self.k} (Holm); else inconclusive"
-        )
+        else:
+            text = (
+                f"{self.k} parts, each a permutation test ({tests}; {how}): "
+                f"reproduced when every part holds at {self.level:g}; not reproduced "
+                f"when one goes the other way at {self.level:g}/{self.k} (Holm); else "
+                "inconclusive"
+            )
+        limits = self.limits()
+        return f"{text}; {limits}" if limits else text
+
+    def limits(self) -> str:
+        """What the rule cannot decide with these seeds, in words ("" when it can
+        reach both verdicts): a part whose smallest p-value (one over its
+        rearrangements) is above the level can never hold, and when every part's is
+        above level/k none can be decided against the claim."""
+        level, k = self.level, self.k
+        sized = [p for p in self.parts if p.size]
+        for_ = [p for p in sized if 1 / p.size > level]
+        against = len(sized) == k and all(1 / p.size > level / k for p in sized)
+        at = f"{level:g}/{k}" if k > 1 else f"{level:g}"
+        if for_ and against:
+            fewest = min(sized, key=lambda p: p.size)
+            above = f"{level:g} and {at}" if k > 1 else at
+            return (
+                f"with these seeds it can reach neither verdict (the smallest "
+                f"p-value, 1/{fewest.size:,}, is above {above})"
+            )
+        if for_:
+            return (
+                f"with these seeds it cannot decide for the claim (the smallest "
+                f"p-value, 1/{for_[0].size:,}, is above {level:g})"
+            )
+        if against:
+            most = max(sized, key=lambda p: p.size)
+            return (
+                f"with these seeds it cannot decide against the claim (the smallest "
+                f"p-value, 1/{most.size:,}, is above {at})"
+            )
+        return ""
 
     def reason(self) -> str:
         """Why the verdict, in words that follow :data:`DEFINITIONS`."""
