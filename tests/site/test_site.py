@@ -28,6 +28,7 @@ to ``_build/screenshots``. The browser and its driver are the ones :mod:`chrome`
 
 from __future__ import annotations
 
+import base64
 import functools
 import http.server
 import json
@@ -47,6 +48,8 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("RCUTIL_SITE_DIR", ROOT / "_build" / "html"))
 SHOTS = ROOT / "_build" / "screenshots"
+#: Pages also saved as printed on A4 (``<page>-A4.pdf`` beside the screenshots).
+PRINTED = ("book/model.html", "book/jena.html", "book/report.html")
 
 
 REDIRECT = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
@@ -259,6 +262,15 @@ def load(browser, url: str, width: int) -> list[dict]:
     state = browser.execute_async_script(WAIT_FOR_PAGE)
     assert state is True, f"{url}: {state}"
     return browser.execute_async_script(LAYOUT_SHIFT)
+
+
+def print_a4(browser, path: Path) -> None:
+    """The page as Chrome prints it on A4, saved to ``path`` (a PDF)."""
+    from selenium.webdriver.common.print_page_options import PrintOptions
+
+    a4 = PrintOptions()
+    a4.page_width, a4.page_height = 21.0, 29.7
+    path.write_bytes(base64.b64decode(browser.print_page(a4)))
 
 
 def cls_of(shifts: list[dict]) -> float:
@@ -854,6 +866,8 @@ def test_page(page, server, browser):
     layout(browser, 700, page, media="print")
     reading(browser, f"{page} in print", verdicts=False)
     unfolded_in_print(browser, page)
+    if page in PRINTED:
+        print_a4(browser, SHOTS / f"{shot}-A4.pdf")
     resize(browser, 1366)
 
     # the download button gives the chapter as a notebook that runs as it is; the
