@@ -192,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
     from .data import find
 
     profile = active_profile(args.profile)
+    args.device = args.device or store.device_default()
     # every variable and the device, before anything is created
     entry.check_environment(device=args.device)
     threads.apply_environment()
@@ -255,7 +256,9 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", default="out", help="output folder (default: out)")
     parser.add_argument(
-        "--device", default="cpu", help="torch device, e.g. cuda (default: cpu)"
+        "--device",
+        default=None,
+        help="torch device, e.g. cuda (default: $RCUTIL_DEVICE, else cpu)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.add_argument(

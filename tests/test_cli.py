@@ -330,6 +330,17 @@ def test_faults_in_a_fresh_process_are_one_line_without_traceback(tmp_path):
     assert not list(tmp_path.iterdir()), "nothing was written"
 
 
+def test_the_device_defaults_to_the_environment_variable(tmp_path, monkeypatch):
+    """Without ``--device``, the command line computes where a chapter does: on
+    ``$RCUTIL_DEVICE`` (here a name no device has), and ``--device`` overrides it."""
+    monkeypatch.setenv("RCUTIL_DEVICE", "CPU")
+    with pytest.raises(ValueError, match="device 'CPU'"):
+        main(["model", "--out", str(tmp_path / "a"), "--debug"])
+    with pytest.raises(ValueError, match="device 'Cuda'"):
+        main(["model", "--device", "Cuda", "--out", str(tmp_path / "b"), "--debug"])
+    assert not list(tmp_path.iterdir())
+
+
 def test_too_many_torch_threads_are_refused_at_once(tmp_path):
     """5000 threads hung torch and 100000 crashed it: both are refused in one line."""
     for n in ("5000", "100000"):
