@@ -26,8 +26,9 @@ from .progress import steps as loop
 
 #: Armijo's sufficient-decrease constant.
 ARMIJO = 1e-4
-#: Trial steps of a line search before a model's iteration gives up (and restarts its
-#: memory).
+#: Trial steps of a line search before a model's iteration gives up: it then restarts
+#: its memory, and after two such iterations in a row it stops where it is (no step
+#: along its direction lowers the loss at working precision).
 TRIALS = 40
 
 
@@ -64,12 +65,14 @@ def batched_lbfgs(
     *,
     iterations: int,
     memory: int = 20,
+    gtol: float = 1e-12,
     progress: bool = False,
     desc: str = "L-BFGS",
 ) -> LBFGSHistory:
     """Minimise the loss (eq. ``model-loss``) of every model of ``stack`` by L-BFGS for
     ``iterations`` iterations from its weights, each model on its own (see the module's
-    text)."""
+    text). A model stops where it is once its gradient norm is at most ``gtol`` times
+    its first one, or when no step lowers its loss (see :data:`TRIALS`)."""
     iterations = validate.positive_int("iterations", iterations)
     memory = validate.positive_int("memory", memory)
     evaluate = (
@@ -92,6 +95,8 @@ def batched_lbfgs(
     gnorm = np.full((B, iterations + 1), np.nan)
     loss[:, 0], gnorm[:, 0] = fx.cpu().numpy(), g.norm(dim=1).cpu().numpy()
     order = []  # slots from oldest to newest
+    failed = torch.zeros(B, dtype=torch.long, device=x.device)  # searches in a row
+    small = gtol * g.norm(dim=1)
     for it in loop(range(iterations), desc=desc, unit="iteration", progress=progress):
         # two-loop recursion (Alg. 7.4), every model at once
         q, alpha = g.clone(), {}
@@ -114,7 +119,8 @@ def batched_lbfgs(
             rho[uphill], gamma[uphill] = 0, 0
         # backtracking line search (Armijo), each model its own step
         t = torch.ones_like(fx)
-        done = torch.zeros(B, dtype=torch.bool, device=x.device)
+        stopped = (failed >= 2) | (g.norm(dim=1) <= small)
+        done = stopped.clone()
         new_x, new_f, new_g = x.clone(), fx.clone(), g.clone()
         for _ in range(TRIALS):
             trial = x + t[:, None] * d
@@ -132,6 +138,8 @@ def batched_lbfgs(
             t = torch.where(done, t, torch.minimum(torch.maximum(quad, t / 10), t / 2))
         stuck = ~done  # no decrease found: stay, forget the memory
         rho[stuck], gamma[stuck] = 0, 0
+        failed = torch.where(stuck | stopped, failed + 1, torch.zeros_like(failed))
+        done &= ~stopped
         s, y = new_x - x, new_g - g
         sy = (s * y).sum(1)
         slot = it % memory
