@@ -43,16 +43,16 @@ import torch
 import rcutil  # noqa: F401  (sets the thread policy before numpy)
 
 
-def hf_classifier(transformers, settings: dict, layers: int, vocab_size: int):
+def hf_classifier(transformers, settings, layers: int, vocab_size: int):
     """``GPT2ForSequenceClassification`` of the profile's sizes (no dropout, SDPA
     attention), the pad id GPT-2's ``<|endoftext|>`` renumbered into the vocabulary the
     model reads."""
     pad = vocab_size - 1
     cfg = transformers.GPT2Config(
-        n_embd=settings["d_model"],
+        n_embd=settings.d_model,
         n_layer=layers,
-        n_head=settings["n_head"],
-        n_inner=settings["d_ff"],
+        n_head=settings.n_head,
+        n_inner=settings.d_ff,
         vocab_size=vocab_size,
         n_positions=1024,
         resid_pdrop=0.0,
@@ -73,16 +73,16 @@ def hf_classifier(transformers, settings: dict, layers: int, vocab_size: int):
         return transformers.GPT2ForSequenceClassification(cfg).train()
 
 
-def rcutil_twin(ref, settings: dict, layers: int, vocab: torch.Tensor | None):
+def rcutil_twin(ref, settings, layers: int, vocab: torch.Tensor | None):
     """rcutil's classifier with the reference's weights; with ``vocab``, only those rows
     kept."""
     from rcutil.gpt2 import GPT2Config, from_hf_state_dict
 
     config = GPT2Config(
         n_layer=layers,
-        n_head=settings["n_head"],
-        d_model=settings["d_model"],
-        d_ff=settings["d_ff"],
+        n_head=settings.n_head,
+        d_model=settings.d_model,
+        d_ff=settings.d_ff,
         vocab_size=ref.config.vocab_size,
     )
     state = ref.transformer.state_dict()
@@ -98,18 +98,18 @@ def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
     around its own forward (labels in, loss out)."""
     from rcutil import sst2_train as sst2
 
-    lr = settings["lr_grid"]["scratch"]["w"][0]
+    lr = settings.lr_grid["scratch"].w[0]
     opt, sched = sst2.make_optimizer(model, settings, lr)
     if not hf:
         return lambda: sst2.train_step(
-            model, opt, sched, tokens, lengths, labels, grad_clip=settings["grad_clip"]
+            model, opt, sched, tokens, lengths, labels, grad_clip=settings.grad_clip
         )
 
     def step():
         loss = model(input_ids=tokens, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), settings["grad_clip"])
+        torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
         opt.step()
         sched.step()
         return loss.detach()
@@ -117,7 +117,7 @@ def step_fn(model, settings, tokens, lengths, labels, *, hf: bool):
     return step
 
 
-def typical_batch(data: dict, settings: dict):
+def typical_batch(data: dict, settings):
     """``(tokens, lengths, labels)`` of the training batch (of one epoch of the
     experiment's batches) whose padded length is nearest the epoch's mean: what one step
     costs on average."""
@@ -125,7 +125,7 @@ def typical_batch(data: dict, settings: dict):
 
     lengths = data["train"][1]
     gen = torch.Generator().manual_seed(0)
-    epoch = length_batches(lengths, settings["batch_size"], gen)
+    epoch = length_batches(lengths, settings.batch_size, gen)
     padded = torch.stack([lengths[b].max() for b in epoch]).float()
     rows = epoch[int((padded - padded.mean()).abs().argmin())]
     tokens, lengths, labels = (t[rows] for t in data["train"])
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     print(
         f"torch {torch.__version__}, transformers {transformers.__version__}, "
         f"{torch.get_num_threads()} thread(s); profile {args.profile}: "
-        f"d={settings['d_model']}, batch {tuple(tokens.shape)} (the training batch "
+        f"d={settings.d_model}, batch {tuple(tokens.shape)} (the training batch "
         f"of mean padded length), vocabulary {len(vocab):,} of 50,257 ids; clock: "
         f"{'process CPU time' if clock is time.process_time else 'wall time'}"
     )
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     )
     print(f"{'L':>3}  {'comparison':<44}{'rcutil ms':>11}{'HF ms':>9}{'ratio':>8}")
     totals = {"rcutil": 0.0, "hf_full": 0.0, "rcutil_eq": 0.0, "hf_eq": 0.0}
-    for layers in [args.layers] if args.layers else settings["layers"]:
+    for layers in [args.layers] if args.layers else settings.layers:
         hf_full = hf_classifier(transformers, settings, layers, 50257)
         hf_trim = hf_classifier(transformers, settings, layers, len(vocab))
         ours = rcutil_twin(hf_full, settings, layers, vocab)

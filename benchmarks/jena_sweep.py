@@ -1,8 +1,8 @@
 """Time the Jena sweep's step: all (beta, seed) models as one stack, trained by
-``rcutil.train.batched_gradient_descent`` (the closed-form gradient of
-``rcutil.model``), against a Python loop of ``rcutil.train.gradient_descent`` (autograd)
-over the same models, and the batched step's share of the float64 matrix-multiply peak
-in the same process.
+``rcutil.train.descend`` (automatic differentiation of the model's forward pass with a
+leading model axis), against a Python loop of ``rcutil.train.gradient_descent`` over
+the same models, and the batched step's share of the float64 matrix-multiply peak in the
+same process.
 
     python benchmarks/jena_sweep.py --profile book
     python benchmarks/jena_sweep.py --profile book --windows 256 --seeds 3
@@ -29,22 +29,23 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import replace
 
 import torch
 
 import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil.experiments import jena
 from rcutil.profiles import PROFILES, settings_for
-from rcutil.train import batched_gradient_descent, gradient_descent
+from rcutil.train import descend, gradient_descent
 
 
-def model_flops(settings: dict, d: int = 14, d_out: int = 1) -> int:
+def model_flops(settings, d: int = 14, d_out: int = 1) -> int:
     """Matrix-product FLOPs of one GD step of all models, counted on the model's
     equations (``2 m k n`` per product): the forward pass ``Q = X W_Q``, ``K = X W_K``,
     ``Q K^T``, ``V = X W_V``, ``A V``, ``Z W_1``, ``G W_2``, ``H W_U``, and for each of
     them the products of the backward pass that lead to the weights (two where both
     factors depend on them, one where a factor is the data ``X``)."""
-    n, k, f, o = settings["n"], settings["d_qk"], settings["d_F"], d_out
+    n, k, f, o = settings.n, settings.d_qk, settings.d_F, d_out
     forward = 2 * (
         2 * n * d * k + n * n * k + n * d * d + n * n * d + 2 * n * d * f + n * d * o
     )
@@ -56,8 +57,8 @@ def model_flops(settings: dict, d: int = 14, d_out: int = 1) -> int:
         + 2 * n * n * k
         + 2 * n * d * k
     )
-    models = len(settings["betas"]) * len(settings["seeds"])
-    return (forward + backward) * settings["n_windows"] * models
+    models = len(settings.betas) * len(settings.seeds)
+    return (forward + backward) * settings.n_windows * models
 
 
 def cpu_seconds(fn, repeats: int) -> float:
@@ -99,26 +100,27 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     settings = settings_for(jena.SETTINGS, args.profile)
     if args.windows:
-        settings["n_windows"] = args.windows
+        settings = replace(settings, n_windows=args.windows)
     if args.seeds:
-        settings["seeds"] = tuple(range(args.seeds))
+        settings = replace(settings, seeds=tuple(range(args.seeds)))
     gen = torch.Generator().manual_seed(0)
-    shape = (settings["n_windows"], settings["n"])
+    shape = (settings.n_windows, settings.n)
     X = torch.randn(*shape, 14, generator=gen, dtype=torch.float64)
     Y = torch.randn(*shape, 1, generator=gen, dtype=torch.float64)
     stack = jena.models(settings)
     B, mu = len(stack.beta), 1e-6  # any small step: only the time is measured
 
     def batched():
-        batched_gradient_descent(stack, X, Y, mu=mu, steps=args.steps)
+        s = stack.trainable()
+        descend(lambda: s.loss(X, Y), s.W, mu=mu, steps=args.steps)
 
     def loop():
-        for beta in settings["betas"]:
-            for seed in settings["seeds"]:
+        for beta in settings.betas:
+            for seed in settings.seeds:
                 model = jena.make_model(settings, beta=beta, seed=seed)
                 gradient_descent(model, X, Y, mu=mu, steps=args.steps)
 
-    with jena.torch_threads(settings["threads"]):
+    with jena.torch_threads(settings.threads):
         threads = torch.get_num_threads()
         peak = matmul_peak(args.peak_size)
         per_step = {
@@ -131,12 +133,12 @@ def main(argv=None) -> int:
     rate = flops / per_step["batched"]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"profile {args.profile}: {B} models (betas {list(settings['betas'])} x "
-        f"{len(settings['seeds'])} seeds), X of shape {tuple(X.shape)}, float64, "
+        f"profile {args.profile}: {B} models (betas {list(settings.betas)} x "
+        f"{len(settings.seeds)} seeds), X of shape {tuple(X.shape)}, float64, "
         f"{threads} torch thread(s), load average {load:.2f}; CPU seconds"
     )
     batched_ms, loop_ms = per_step["batched"] * 1e3, per_step["loop"] * 1e3
-    print(f"  batched (closed form)    : {batched_ms:9.2f} ms per step of all")
+    print(f"  batched (autograd)       : {batched_ms:9.2f} ms per step of all")
     print(f"  loop over {B:3d} models     : {loop_ms:9.2f} ms per step of all")
     print(f"  speed-up of the batched  : {loop_ms / batched_ms:9.2f} x")
     print(f"  model FLOPs of one step  : {flops / 1e9:9.3f} GFLOP")

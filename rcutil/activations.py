@@ -1,5 +1,5 @@
-"""The FFN's activation sigma as one record: the function, its derivative, and the
-bounds the Lipschitz rules and the certificate need (chapter :ref:`lipschitz`, eq.
+"""The FFN's activation sigma as one record: the function and the bounds the Lipschitz
+rules and the certificate need (chapter :ref:`lipschitz`, eq.
 ``lip-tanh``).
 
 The model (:mod:`rcutil.model`), the derivative rules (:mod:`rcutil.bounds`), the
@@ -23,16 +23,14 @@ Fn = Callable[[torch.Tensor], torch.Tensor]
 class Activation:
     """``sigma`` applied entrywise, with what the proofs use of it.
 
-    ``derivative`` is ``sigma'`` (the closed-form gradient needs it); ``first_bound``
-    and ``second_bound`` are ``sup |sigma'|`` and ``sup |sigma''|``; ``value_bound`` is
-    ``sup |sigma|`` (``inf`` when unbounded). Every bound assumes ``sigma(0) = 0``, so
-    that also ``|sigma(x)| <= first_bound |x|``. A record without bounds (``None``) runs
-    in the model but cannot be certified.
+    ``first_bound`` and ``second_bound`` are ``sup |sigma'|`` and ``sup |sigma''|``;
+    ``value_bound`` is ``sup |sigma|`` (``inf`` when unbounded). Every bound assumes
+    ``sigma(0) = 0``, so that also ``|sigma(x)| <= first_bound |x|``. A record without
+    bounds (``None``) runs in the model but cannot be certified.
     """
 
     name: str
     fn: Fn
-    derivative: Fn | None = None
     first_bound: float | None = None
     second_bound: float | None = None
     value_bound: float | None = None
@@ -43,41 +41,22 @@ class Activation:
     @property
     def certifiable(self) -> bool:
         """Whether the bounds of the Lipschitz rules are known for it."""
-        return None not in (
-            self.derivative,
-            self.first_bound,
-            self.second_bound,
-            self.value_bound,
-        )
-
-
-def _tanh_derivative(x: torch.Tensor) -> torch.Tensor:
-    return 1 - torch.tanh(x) ** 2
+        return None not in (self.first_bound, self.second_bound, self.value_bound)
 
 
 def _gelu(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.gelu(x)
 
 
-def _gelu_derivative(x: torch.Tensor) -> torch.Tensor:
-    """``Phi(x) + x phi(x)`` with ``Phi``, ``phi`` the standard normal cdf and
-    density."""
-    phi = torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    return 0.5 * (1 + torch.erf(x / math.sqrt(2))) + x * phi
-
-
 #: tanh: ``|tanh'| <= 1`` (at 0), ``|tanh''| <= 4 / (3 sqrt 3)`` (where ``tanh x =
 #: 1/sqrt 3``), ``|tanh| < 1`` (eq. ``lip-tanh``).
-TANH = Activation(
-    "tanh", torch.tanh, _tanh_derivative, 1.0, 4.0 / (3.0 * math.sqrt(3.0)), 1.0
-)
+TANH = Activation("tanh", torch.tanh, 1.0, 4.0 / (3.0 * math.sqrt(3.0)), 1.0)
 #: GELU (exact, ``x Phi(x)``): ``sup |sigma'| = Phi(sqrt 2) + sqrt 2 phi(sqrt 2)`` (at
 #: ``x = sqrt 2``), ``sup |sigma''| = 2 phi(0)`` (``sigma'' = (2 - x^2) phi(x)``,
 #: largest at 0), unbounded values.
 GELU = Activation(
     "gelu",
     _gelu,
-    _gelu_derivative,
     0.5 * (1 + math.erf(1.0)) + math.sqrt(2) * math.exp(-1.0) / math.sqrt(2 * math.pi),
     2.0 / math.sqrt(2 * math.pi),
     math.inf,
@@ -98,7 +77,7 @@ _SAME = {
 def get(activation) -> Activation:
     """The record of ``activation``: a record, a name of :data:`ACTIVATIONS`, one of
     their functions (``torch.tanh``), a ``torch.nn.Tanh``/``GELU`` module, or any other
-    callable (a record without derivative or bounds, named after it)."""
+    callable (a record without bounds, named after it)."""
     if isinstance(activation, Activation):
         return activation
     if isinstance(activation, str):

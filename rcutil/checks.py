@@ -1,9 +1,10 @@
 """A chapter's acceptance checks: what must hold of a result for the chapter to stand,
 as a table the reader sees (check, value, threshold, ok) and one assertion on it.
 
-An experiment module lists its checks in ``checks(result) -> list[Check]``, with their
-thresholds; the chapter shows :func:`table` and calls :func:`require`, which fails the
-chapter (and so the build and the tests) on the first check that does not hold.
+An experiment lists its checks in ``checks(result) -> list[Check]`` of its ``verdicts``
+module, one row per line with its threshold; the chapter shows :func:`table` and calls
+:func:`require`, which fails the chapter (and so the build and the tests) on the first
+check that does not hold.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from .tables import Table
+from .tables import table as _table
 
 _OPS = {
     "<=": operator.le,
@@ -74,16 +78,15 @@ def _number(x) -> str:
     return f"{x:.4g}"
 
 
-def table(checks: Sequence[Check]) -> str:
-    """The checks as a MyST table: check, value, threshold, ok."""
-    rows = ["| check | value | threshold | ok |", "|---|---|---|---|"]
-    for c in checks:
-        what = c.what.replace("|", "\\|")
-        rows.append(
-            f"| {what} | {_number(c.value)} | {c.threshold_text()} | "
-            f"{'yes' if c.ok else '**no**'} |"
-        )
-    return "\n".join(rows)
+def table(checks: Sequence[Check]) -> Table:
+    """The checks as the book's table: check, value, threshold, ok."""
+    return _table(
+        ["check", "value", "threshold", "ok"],
+        [
+            (c.what, _number(c.value), c.threshold_text(), "yes" if c.ok else "**no**")
+            for c in checks
+        ],
+    )
 
 
 def require(checks: Sequence[Check]) -> None:

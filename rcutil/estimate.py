@@ -33,14 +33,14 @@ class Projection:
     peak_bytes: int  #: peak memory of the probe
 
 
-def project(module, settings: dict, *, device: str = "cpu") -> Projection:
+def project(module, settings, *, device: str = "cpu") -> Projection:
     """Probe ``module.run`` with ``settings`` on ``device`` and project the whole
     run."""
     from .validate import device as check_device
 
     device = str(check_device(device))
     if hasattr(module, "estimate_settings"):
-        settings = module.estimate_settings(dict(settings))
+        settings = module.estimate_settings(settings)
     with peak_memory(device) as peak:
         probe, seconds = run_probed(
             lambda: module.run(settings, device=device, progress=False)

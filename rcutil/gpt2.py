@@ -306,22 +306,14 @@ class GPT2Classifier(nn.Module):
 
 # --------------------------------------------------------------------------- published
 # weights
-#: Hugging Face GPT-2 name -> this model's name, per block; ``True`` marks a Conv1D
-#: weight stored as ``(in, out)`` that must be transposed into ``nn.Linear``'s ``(out,
-#: in)``.
+#: Hugging Face GPT-2 name -> this model's name (the same), per block; ``True`` marks a
+#: Conv1D weight stored as ``(in, out)`` that must be transposed into ``nn.Linear``'s
+#: ``(out, in)``.
+_CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 _BLOCK_MAP = {
-    "ln_1.weight": ("ln_1.weight", False),
-    "ln_1.bias": ("ln_1.bias", False),
-    "attn.c_attn.weight": ("attn.c_attn.weight", True),
-    "attn.c_attn.bias": ("attn.c_attn.bias", False),
-    "attn.c_proj.weight": ("attn.c_proj.weight", True),
-    "attn.c_proj.bias": ("attn.c_proj.bias", False),
-    "ln_2.weight": ("ln_2.weight", False),
-    "ln_2.bias": ("ln_2.bias", False),
-    "mlp.c_fc.weight": ("mlp.c_fc.weight", True),
-    "mlp.c_fc.bias": ("mlp.c_fc.bias", False),
-    "mlp.c_proj.weight": ("mlp.c_proj.weight", True),
-    "mlp.c_proj.bias": ("mlp.c_proj.bias", False),
+    f"{part}.{kind}": (f"{part}.{kind}", part in _CONV1D and kind == "weight")
+    for part in ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj")
+    for kind in ("weight", "bias")
 }
 _TOP_MAP = {
     "wte.weight": "wte.weight",
@@ -417,36 +409,14 @@ def read_hf_gpt2(path: str | Path, n_layer: int) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_hf_gpt2(
-    path: str | Path,
-    n_layer: int,
-    *,
-    residual: bool = True,
-    n_classes: int = 2,
-    seed: int = 0,
-    n_head: int | None = None,
-    config: GPT2Config | None = None,
-) -> GPT2Classifier:
+def load_hf_gpt2(path: str | Path, n_layer: int, **options) -> GPT2Classifier:
     """GPT-2 from a Hugging Face ``model.safetensors`` file, truncated to the first
-    ``n_layer`` blocks.
-
-    Only the tensors of those blocks are read (:func:`read_hf_gpt2`). The sizes come
-    from ``config`` when given (every tensor is then checked against it), else from the
-    tensors; ``n_head`` defaults to ``d / 64`` (the head size of every published GPT-2).
-    The classification head is new and initialised with ``seed``. Errors name the file
-    and the tensor.
-    """
+    ``n_layer`` blocks: :func:`from_hf_state_dict` of the tensors of those blocks alone
+    (:func:`read_hf_gpt2`), with its keyword ``options`` (``residual``, ``n_classes``,
+    ``seed``, ``n_head``, ``config``). Errors name the file and the tensor."""
     path = Path(path)
-    return from_hf_state_dict(
-        read_hf_gpt2(path, n_layer),
-        n_layer,
-        residual=residual,
-        n_classes=n_classes,
-        seed=seed,
-        n_head=n_head,
-        config=config,
-        source=str(path),
-    )
+    state = read_hf_gpt2(path, n_layer)
+    return from_hf_state_dict(state, n_layer, source=str(path), **options)
 
 
 def from_hf_state_dict(

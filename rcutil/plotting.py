@@ -79,30 +79,41 @@ def colors(k: int) -> list[str]:
 def band(
     ax,
     x: Sequence[float],
-    runs: np.ndarray,
+    runs,
     *,
     color: str,
     label: str | None = None,
     log: bool = False,
-    alpha: float = 0.2,
+    spread: str = "se",
+    alpha: float = 0.25,
+    **line,
 ):
-    """Plot the mean of ``runs`` (rows = seeds) with a band of +- one standard
-    deviation.
+    """Plot the mean of ``runs`` over its rows (seeds, or random draws) against ``x``,
+    with a band of one standard error of that mean (``spread="se"``) or one standard
+    deviation of the rows (``spread="sd"``) above and below; ``line`` goes to the line
+    (``ls``, ``marker``, ...).
 
-    With ``log=True`` mean and spread are taken of ``log10`` values (a geometric band),
-    which is what a log-scale axis shows honestly.
+    With ``log=True`` mean and spread are taken of ``log10`` values (a geometric mean
+    and band), which is what a log-scale axis shows honestly. A single row draws the
+    line alone.
     """
+    if spread not in ("se", "sd"):
+        raise ValueError(f"spread must be 'se' or 'sd', got {spread!r}")
     runs = np.asarray(runs, dtype=float)
     if runs.ndim == 1:
         runs = runs[None, :]
     vals = np.log10(runs) if log else runs
-    mean, std = vals.mean(axis=0), vals.std(axis=0)
-    lo, mid, hi = mean - std, mean, mean + std
-    if log:
-        lo, mid, hi = 10**lo, 10**mid, 10**hi
-    (line,) = ax.plot(x, mid, color=color, label=label)
-    ax.fill_between(x, lo, hi, color=color, alpha=alpha, linewidth=0)
-    return line
+    mid = vals.mean(axis=0)
+    (drawn,) = ax.plot(x, 10**mid if log else mid, color=color, label=label, **line)
+    if len(vals) > 1:
+        width = vals.std(axis=0, ddof=1)
+        if spread == "se":
+            width = width / np.sqrt(len(vals))
+        lo, hi = mid - width, mid + width
+        if log:
+            lo, hi = 10**lo, 10**hi
+        ax.fill_between(x, lo, hi, color=color, alpha=alpha, linewidth=0)
+    return drawn
 
 
 def save(fig, path) -> Path:

@@ -1,4 +1,5 @@
-"""Run profiles: one switch that sets every size in the book.
+"""Run profiles: one switch that sets every size in the book, and the typed settings
+that hold those sizes.
 
 There are three profiles, and the code path is the same in all of them; only the sizes
 differ.
@@ -11,13 +12,27 @@ differ.
     Paper-scale settings, meant for a GPU.
 
 The active profile comes from the ``--profile`` flag of ``python -m rcutil``, else from
-the environment variable ``RCUTIL_PROFILE``, else it is ``ci``. Each experiment keeps
-its sizes in a module-level ``SETTINGS`` mapping ``{"ci": {...}, "book": {...}, "paper":
-{...}}`` and reads its row with :func:`settings_for`.
+the environment variable ``RCUTIL_PROFILE``, else it is ``ci``.
+
+Each experiment declares its settings as a frozen dataclass derived from
+:class:`Settings` and writes one row per profile, each a change of the one before::
+
+    @dataclass(frozen=True, kw_only=True)
+    class Settings(profiles.Settings):
+        steps: int
+        seeds: tuple[int, ...]
+
+    CI = Settings(steps=40, seeds=(0, 1))
+    BOOK = replace(CI, steps=300, seeds=(0, 1, 2, 3, 4))
+    PAPER = replace(BOOK, steps=4200)
+    SETTINGS = {"ci": CI, "book": BOOK, "paper": PAPER}
+
+:func:`settings_for` serves the row of a profile, with its ``profile`` field set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +40,19 @@ from typing import Any
 PROFILES = ("ci", "book", "paper")
 ENV_VAR = "RCUTIL_PROFILE"
 DEFAULT_PROFILE = "ci"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Base of every experiment's settings: a frozen dataclass, one instance per
+    profile. Sequences are tuples, so that a row cannot change once written."""
+
+    profile: str = ""  #: the profile the row was served for (:func:`settings_for`)
+
+    def __getitem__(self, name: str) -> Any:
+        """The field ``name``, as a mapping would give it: the results store reads
+        ``settings["profile"]`` of any table, typed or not."""
+        return getattr(self, name)
 
 
 def check_profile(profile: str) -> str:
@@ -46,24 +74,38 @@ def active_profile(profile: str | None = None) -> str:
     return check_profile(profile)
 
 
-def settings_for(
-    table: Mapping[str, Mapping[str, Any]], profile: str | None = None
-) -> dict:
+def settings_for(table: Mapping[str, Any], profile: str | None = None):
     """The row of a per-profile settings ``table`` for the active (or given) profile.
 
-    Every table must define all three profiles with the same keys, so that switching
-    profile changes sizes and never the set of settings.
+    Every table defines all three profiles. Rows of an experiment are instances of one
+    :class:`Settings` class, and the row comes back with its ``profile`` set. A table
+    of plain mappings (a module outside the book's experiments) must give every row the
+    same keys, so that switching profile changes sizes and never the set of settings;
+    its row comes back as a ``dict`` with ``profile`` added.
     """
     profile = active_profile(profile)
     missing = [p for p in PROFILES if p not in table]
     if missing:
         raise ValueError(f"settings table has no row for profile(s) {missing}")
-    keys = set(table[PROFILES[0]])
-    for p in PROFILES[1:]:
-        if set(table[p]) != keys:
+    rows = [table[p] for p in PROFILES]
+    if all(isinstance(r, Settings) for r in rows):
+        kinds = sorted({type(r).__qualname__ for r in rows})
+        if len(kinds) > 1:
+            raise TypeError(
+                f"settings rows are of different classes {kinds}: write every "
+                f"profile's row as the same Settings class (BOOK = replace(CI, ...))"
+            )
+        return dataclasses.replace(table[profile], profile=profile)
+    if not all(isinstance(r, Mapping) for r in rows):
+        raise TypeError(
+            f"settings rows must be instances of rcutil.profiles.Settings, got "
+            f"{[type(r).__name__ for r in rows]}"
+        )
+    keys = set(rows[0])
+    for p, row in zip(PROFILES[1:], rows[1:]):
+        if set(row) != keys:
             raise ValueError(
                 f"settings rows differ in their keys: {PROFILES[0]!r} has "
-                f"{sorted(keys)}, "
-                f"{p!r} has {sorted(table[p])}"
+                f"{sorted(keys)}, {p!r} has {sorted(row)}"
             )
     return dict(table[profile], profile=profile)

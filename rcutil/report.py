@@ -29,6 +29,8 @@ from .claims import (
     VERDICTS,
     Claim,
 )
+from .tables import Table
+from .tables import table as _table
 
 __all__ = [
     "REPRODUCED",
@@ -50,6 +52,7 @@ __all__ = [
     "render",
     "show",
     "markdown_table",
+    "table",
 ]
 
 #: The class of a card per verdict (CSS in book/_static/rcutil.css).
@@ -82,7 +85,8 @@ def claims_of(name: str, result) -> list[Claim]:
     chapter."""
     chapter = experiments.entry(name).chapter
     return [
-        replace(c, chapter=c.chapter or chapter) for c in _claims_function(name)(result)
+        replace(c, chapter=c.chapter or chapter)
+        for c in experiments.verdicts(name).claims(result)
     ]
 
 
@@ -242,3 +246,23 @@ def markdown_table(rows: list[Claim], *, short: bool = False) -> str:
     """The rows as :func:`render` shows them (``short``: one line per claim); the name
     of the first rendering, kept for the chapters that call it."""
     return render(rows, brief=short)
+def table(rows: list[Claim], *, short: bool = False) -> Table:
+    """The rows as the book's table; ``short`` keeps claim, status and chapter only."""
+    if short:
+        return _table(
+            ["claim of the paper", "status", "evidence"],
+            [(r.claim, r.status, chapter_link(r.chapter)) for r in rows],
+        )
+    return _table(
+        ["claim", "the paper", "the book", "status", "rule and reason"],
+        [
+            (
+                f"{r.claim} ({chapter_link(r.chapter)})",
+                r.paper,
+                r.book,
+                f"**{r.status}**",
+                (f"{r.rule}: " if r.rule else "") + r.reason,
+            )
+            for r in rows
+        ],
+    )

@@ -12,6 +12,8 @@
   arm, or the rates of its grid, with their weights stacked along a leading member axis
   and one forward and backward for all, each member with its own rate, clipping and
   AdamW state.
+
+``settings`` is always the experiment's :class:`rcutil.experiments.sst2.Settings`.
 """
 
 from __future__ import annotations
@@ -38,30 +40,30 @@ INITS = ("scratch", "pretrained")
 PRECISIONS = ("float32", "bf16")
 
 
-def prepare_data(settings: dict) -> dict:
+def prepare_data(settings) -> dict:
     """``(tokens, lengths, labels)`` of the training subset (``train``), its evaluation
     subset (``train_eval``) and dev, right-padded, tokens numbered in ``vocabulary``
     (the GPT-2 ids they use, :func:`rcutil.sst2_data.vocabulary`)."""
     train, dev = sst2_data.load_split("train"), sst2_data.load_split("dev")
-    gen = torch.Generator().manual_seed(settings["data_seed"])
+    gen = torch.Generator().manual_seed(settings.data_seed)
     order = torch.randperm(len(train), generator=gen)
-    n_train = len(train) if settings["n_train"] is None else settings["n_train"]
-    if not 1 <= settings["n_train_eval"] <= n_train:
+    n_train = len(train) if settings.n_train is None else settings.n_train
+    if not 1 <= settings.n_train_eval <= n_train:
         raise ValueError(
             f"n_train_eval must lie in [1, n_train={n_train}], got "
-            f"{settings['n_train_eval']}"
+            f"{settings.n_train_eval}"
         )
     rows = {
         "train": order[:n_train].tolist(),
         "dev": list(range(len(dev)))
-        if settings["n_dev"] is None
-        else torch.randperm(len(dev), generator=gen)[: settings["n_dev"]].tolist(),
+        if settings.n_dev is None
+        else torch.randperm(len(dev), generator=gen)[: settings.n_dev].tolist(),
     }
     split = {"train": train, "dev": dev}
     tok = sst2_data.gpt2_tokenizer()
     ids = {
         k: [
-            x[: settings["max_len"]]
+            x[: settings.max_len]
             for x in sst2_data.encode([split[k].sentences[i] for i in rows[k]], tok)
         ]
         for k in split
@@ -69,13 +71,13 @@ def prepare_data(settings: dict) -> dict:
     vocab = sst2_data.vocabulary(ids["train"], ids["dev"])
     out = {}
     for k in split:
-        tokens, lengths = sst2_data.pad_batch(ids[k], max_len=settings["max_len"])
+        tokens, lengths = sst2_data.pad_batch(ids[k], max_len=settings.max_len)
         out[k] = (
             sst2_data.to_compact(tokens, vocab),
             lengths,
             torch.tensor([split[k].labels[i] for i in rows[k]]),
         )
-    n_eval = settings["n_train_eval"]
+    n_eval = settings.n_train_eval
     return {
         **out,
         "train_eval": tuple(t[:n_eval] for t in out["train"]),
@@ -84,15 +86,15 @@ def prepare_data(settings: dict) -> dict:
     }
 
 
-def pretrained_weights(settings: dict):
+def pretrained_weights(settings):
     """GPT-2 small's file (found and checked by :func:`rcutil.data.find`) and its
     tensors for the deepest model of the run, read once."""
     path = find(gpt2.GPT2_SMALL.relpath)
-    return path, gpt2.read_hf_gpt2(path, max(settings["layers"]))
+    return path, gpt2.read_hf_gpt2(path, max(settings.layers))
 
 
 def make_model(
-    settings: dict,
+    settings,
     init: str,
     layers: int,
     residual: bool,
@@ -113,16 +115,16 @@ def make_model(
     ``sst2-block-wo``)."""
     config = gpt2.GPT2Config(
         n_layer=layers,
-        n_head=settings["n_head"],
-        d_model=settings["d_model"],
-        d_ff=settings["d_ff"],
+        n_head=settings.n_head,
+        d_model=settings.d_model,
+        d_ff=settings.d_ff,
         residual=residual,
         scaled_projections=scaled_projections,
     )
     if init == "scratch":
         model = gpt2.GPT2Classifier(config, seed=seed)
     elif init == "pretrained":
-        path, state = weights or pretrained_weights(dict(settings, layers=[layers]))
+        path, state = weights or pretrained_weights(replace(settings, layers=(layers,)))
         model = gpt2.from_hf_state_dict(
             state, layers, residual=residual, seed=seed, config=config, source=str(path)
         )
@@ -131,38 +133,38 @@ def make_model(
     return model.keep_tokens(vocab).to(device)
 
 
-def lr_factor(step: int, settings: dict) -> float:
+def lr_factor(step: int, settings) -> float:
     """Eq. ``sst2-schedule``: linear warm-up over ``warmup * steps`` steps, then a
     cosine decay to ``min_lr_ratio`` of the peak rate."""
-    warm = max(1, int(settings["warmup"] * settings["steps"]))
+    warm = max(1, int(settings.warmup * settings.steps))
     if step < warm:
         return (step + 1) / warm
-    t = (step - warm) / max(1, settings["steps"] - warm)
-    r = settings["min_lr_ratio"]
+    t = (step - warm) / max(1, settings.steps - warm)
+    r = settings.min_lr_ratio
     return r + (1 - r) * 0.5 * (1 + math.cos(math.pi * t))
 
 
-def make_optimizer(model: gpt2.GPT2Classifier, settings: dict, lr: float):
+def make_optimizer(model: gpt2.GPT2Classifier, settings, lr: float):
     """AdamW (eq. ``sst2-adamw``) at peak rate ``lr``, weight decay on the matrices only
     (not on biases and LayerNorm gains), and the schedule :func:`lr_factor`."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [
-        {"params": decay, "weight_decay": settings["weight_decay"]},
+        {"params": decay, "weight_decay": settings.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(settings["betas"]), fused=True)
+    opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(settings.betas), fused=True)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda t: lr_factor(t, settings))
 
 
-def autocast_dtype(settings: dict, device) -> torch.dtype | None:
+def autocast_dtype(settings, device) -> torch.dtype | None:
     """``torch.bfloat16`` for ``precision`` ``bf16`` on a CUDA GPU that supports it,
     else ``None`` (float32); bf16 asked for where it cannot run gives a warning."""
-    if settings["precision"] not in PRECISIONS:
+    if settings.precision not in PRECISIONS:
         raise ValueError(
-            f"precision must be one of {PRECISIONS}, got {settings['precision']!r}"
+            f"precision must be one of {PRECISIONS}, got {settings.precision!r}"
         )
-    if settings["precision"] == "float32":
+    if settings.precision == "float32":
         return None
     if (
         str(device).startswith("cuda")

@@ -2,18 +2,26 @@
 
 ``theta_{t+1} = theta_t - mu grad Phi(theta_t)`` (eq. ``gd`` of the book), where
 ``Phi = 1/2 ||F(X) - Y||^2`` is summed over the whole training set.
+
+:func:`descend` is the one training loop. It trains B models side by side, every weight
+with a leading model axis, model ``b`` at its own step ``mu_b``; the gradient is
+automatic differentiation of the models' forward pass. :func:`gradient_descent` is its
+B = 1 case for one :class:`~rcutil.model.Transformer`; a :class:`Stack` holds B
+Transformers of the same sizes as one (:func:`stack`); :func:`batched_adam` takes the
+same loop's steps by Adam.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from . import validate
-from .linalg import singular_values
+from . import activations, validate
+from .model import ModelOutput, Transformer, squared_loss, transformer
 from .progress import steps as loop
 
 
@@ -21,9 +29,252 @@ class TrainingDiverged(FloatingPointError):
     """Raised when the loss or a gradient becomes NaN or inf during training."""
 
 
+# ---------------------------------------------------------------------- B models as one
+class Stack(NamedTuple):
+    """B Transformers of the same sizes side by side: each parameter, by its name in
+    :class:`~rcutil.model.Transformer`, with a leading model axis; one ``beta`` per
+    model; and what the models share (temperature, activation)."""
+
+    W: dict[str, torch.Tensor]  #: parameter name -> (B, ., .)
+    beta: torch.Tensor  #: (B,)
+    tau: float
+    activation: activations.Activation
+
+    def forward(self, X: torch.Tensor) -> ModelOutput:
+        """Eq. ``model`` of every model (:func:`rcutil.model.transformer`), on the
+        samples ``X`` (N, n, d) that they share or on their own (B, N, n, d)."""
+        return transformer(
+            X,
+            {name: w[:, None] for name, w in self.W.items()},
+            beta=self.beta.view(-1, 1, 1, 1),
+            tau=self.tau,
+            activation=self.activation,
+        )
+
+    def loss(self, X: torch.Tensor, Y: torch.Tensor):
+        """``(Phi, out)``: eq. ``loss`` of every model, shape (B,), and the forward
+        pass; targets ``Y`` (N, n, d_out), or (B, N, n, d_out) one set per model."""
+        out = self.forward(X)
+        return 0.5 * ((out.output - Y) ** 2).flatten(1).sum(1), out
+
+    def trainable(self) -> Stack:
+        """A copy whose weights are new tensors that require gradients, for
+        :func:`descend` to train in place."""
+        return self._replace(
+            W={k: w.detach().clone().requires_grad_() for k, w in self.W.items()}
+        )
+
+    def select(self, index) -> Stack:
+        """The models ``index`` (a slice or a list of model numbers), as a stack."""
+        return self._replace(
+            W={k: v[index] for k, v in self.W.items()}, beta=self.beta[index]
+        )
+
+
+def stack(models) -> Stack:
+    """The :class:`~rcutil.model.Transformer` ``models`` as one :class:`Stack`
+    (weights detached and copied). They must agree in sizes, depth, ``tau``,
+    activation, dtype and device."""
+    models = list(models)
+    if not models:
+        raise ValueError("no models to stack: pass at least one Transformer")
+    first = models[0]
+    for m in models:
+        if (m.shapes(), m.tau, m.activation, m.W_U.dtype, m.W_U.device) != (
+            first.shapes(),
+            first.tau,
+            first.activation,
+            first.W_U.dtype,
+            first.W_U.device,
+        ):
+            raise ValueError(
+                "stacked models must share sizes, depth, tau, activation, dtype "
+                "and device: build them from the same settings"
+            )
+    W = {
+        name: torch.stack([m.get_parameter(name).detach() for m in models]).clone()
+        for name in first.shapes()
+    }
+    beta = torch.tensor(
+        [m.beta for m in models], dtype=first.W_U.dtype, device=first.W_U.device
+    )
+    return Stack(W, beta, first.tau, first.activation)
+
+
+# --------------------------------------------------------------------- the one loop
+@dataclass
+class BatchedHistory:
+    """What :func:`descend` records for B models, one column per iterate ``t = 0 ..
+    T`` (``T``: the last iterate run): ``loss``, ``grad_norm`` (``||grad
+    Phi(theta_t)||``), ``sigma_min`` and ``sigma_max`` of each model's stacked ``(N n)
+    x d`` attention-layer output ``Z_t`` of the last block, (B, T + 1) arrays;
+    ``observed_at``, the iterates where ``observe`` was called, and ``observed``, name
+    -> array with one column per such iterate."""
+
+    step_size: np.ndarray | None
+    loss: np.ndarray
+    grad_norm: np.ndarray
+    sigma_min: np.ndarray
+    sigma_max: np.ndarray
+    observed_at: list[int]
+    observed: dict[str, np.ndarray]
+
+
+def _steps_count(steps) -> int:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    return steps
+
+
+def _step_sizes(mu, B: int, like: torch.Tensor) -> torch.Tensor:
+    """``mu`` (one number, or one per model) as a (B,) tensor of positive steps."""
+    mu = torch.as_tensor(mu, dtype=like.dtype, device=like.device)
+    mu = mu.expand(B) if mu.dim() == 0 else mu
+    if mu.shape != (B,):
+        raise ValueError(
+            f"mu must be one step size or one per model ({B}), got {tuple(mu.shape)}"
+        )
+    for b, m in enumerate(mu.tolist()):
+        validate.positive(f"mu of model {b} (its step size)" if B > 1 else "mu", m)
+    return mu
+
+
+class _Record:
+    """What :func:`descend` writes at each iterate, for :class:`BatchedHistory`."""
+
+    def __init__(self, B: int, steps: int, spectra: bool, step: str, setting: str):
+        self.arrays = {
+            k: np.full((B, steps + 1), np.nan)
+            for k in ("loss", "grad_norm", "sigma_min", "sigma_max")
+        }
+        self.spectra, self.step, self.setting = spectra, step, setting
+        self.observed_at: list[int] = []
+        self.observed: dict[str, list] = {}
+
+    def add(self, t: int, loss: torch.Tensor, grads: dict, out: ModelOutput) -> None:
+        """Record iterate ``t``; :class:`TrainingDiverged` if a loss or a gradient is
+        not finite, naming the models, their loss, the step they took and the setting
+        to lower."""
+        norm = sum(g.flatten(1).square().sum(1) for g in grads.values()).sqrt()
+        ok = torch.isfinite(loss) & torch.isfinite(norm)
+        if not ok.all():
+            bad = torch.nonzero(~ok).flatten().tolist()
+            which = f" for models {bad}" if len(loss) > 1 else ""
+            raise TrainingDiverged(
+                f"training diverged at step {t}{which}: loss "
+                f"{[float(x) for x in loss[bad]]} with {self.step}. Take a smaller "
+                f"step: lower {self.setting}, for example halve it"
+            )
+        self.arrays["loss"][:, t] = loss.cpu().numpy()
+        self.arrays["grad_norm"][:, t] = norm.cpu().numpy()
+        if self.spectra:
+            Z = out.Z[-1]
+            s = torch.linalg.svdvals(Z.reshape(len(loss), -1, Z.shape[-1]))
+            self.arrays["sigma_min"][:, t] = s[:, -1].cpu().numpy()
+            self.arrays["sigma_max"][:, t] = s[:, 0].cpu().numpy()
+
+    def observe(self, t: int, values: Mapping) -> None:
+        """Record what ``observe`` returned at iterate ``t``."""
+        self.observed_at.append(t)
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                value = value.detach().cpu()
+            self.observed.setdefault(name, []).append(np.asarray(value, dtype=float))
+
+    def stops(self, t: int, tol: float | None, every: int) -> bool:
+        """The stopping rule at iterate ``t``: with ``tol`` given and ``t`` a multiple
+        of ``every``, whether every model has had ``Phi <= tol Phi_0`` by then."""
+        if tol is None or t % every:
+            return False
+        loss = self.arrays["loss"][:, : t + 1]
+        return bool((loss.min(1) <= tol * loss[:, 0]).all())
+
+    def history(self, last: int, mu: torch.Tensor | None) -> BatchedHistory:
+        return BatchedHistory(
+            None if mu is None else mu.cpu().numpy(),
+            *(a[:, : last + 1] for a in self.arrays.values()),
+            self.observed_at,
+            {k: np.stack(v, axis=-1) for k, v in self.observed.items()},
+        )
+
+
+def descend(
+    loss: Callable[[], tuple[torch.Tensor, ModelOutput]],
+    W: Mapping[str, torch.Tensor],
+    *,
+    steps: int,
+    mu=None,
+    update: Callable[[dict], None] | None = None,
+    observe: Callable[[ModelOutput, Mapping], Mapping] | None = None,
+    observe_every: int = 1,
+    tol: float | None = None,
+    check_every: int = 1,
+    spectra: bool = True,
+    progress: bool = False,
+    desc: str = "GD",
+    unit: str = "GD step",
+    setting: str = "mu",
+    step: str | None = None,
+) -> BatchedHistory:
+    """Full-batch GD (eq. ``gd``) of B models at once, in place: the one training loop.
+
+    ``W`` maps names to the weights being trained, tensors with a leading model axis
+    that require gradients; ``loss()`` returns ``(Phi, out)`` at the current ``W``: the
+    loss of every model, shape (B,), and the forward pass (a
+    :class:`~rcutil.model.ModelOutput` with the model axis). The models share no
+    weight, so the gradient of ``Phi.sum()`` is each model's own. Each step is
+    ``W <- W - mu_b grad Phi_b`` (``mu``: one step size, or B), or ``update(grads)``
+    where given (:func:`batched_adam`).
+
+    At every iterate ``t = 0 .. steps`` it records what :class:`BatchedHistory` holds
+    (with ``spectra=False`` no singular values). ``observe(out, W)``, if given, is
+    called every ``observe_every`` iterates and at the last, before the step, and
+    returns name -> one value per model. With ``tol``, the run stops at the first
+    iterate ``t`` that is a multiple of ``check_every`` where every model has reached
+    ``Phi <= tol Phi_0``. A loss or gradient that is not finite raises
+    :class:`TrainingDiverged`, naming the models, the ``step`` they took (default: the
+    step sizes) and the ``setting`` to lower.
+    """
+    W = dict(W)
+    steps = _steps_count(steps)
+    observe_every = validate.positive_int("observe_every", observe_every)
+    check_every = validate.positive_int("check_every", check_every)
+    first = next(iter(W.values()))
+    if (mu is None) == (update is None):
+        raise ValueError("give descend either step sizes mu or an update rule")
+    if update is None:
+        mu = _step_sizes(mu, first.shape[0], first)
+        step = step or f"mu {[f'{m:.3g}' for m in mu.tolist()]}"
+    record = _Record(first.shape[0], steps, spectra, step or "its update", setting)
+    last = steps
+    for t in loop(steps + 1, desc=desc, unit=unit, progress=progress):
+        phi, out = loss()  # Phi(theta_t) of every model, and the forward pass
+        grads = dict(zip(W, torch.autograd.grad(phi.sum(), list(W.values()))))
+        with torch.no_grad():
+            record.add(t, phi.detach(), grads, out)
+            if observe is not None and (t % observe_every == 0 or t == steps):
+                record.observe(t, observe(out, W))
+        if t == steps or record.stops(t, tol, check_every):
+            last = t
+            break
+        with torch.no_grad():
+            if update is not None:
+                update(grads)
+            else:
+                for k, w in W.items():
+                    w -= mu.view(-1, *[1] * (w.dim() - 1)) * grads[k]  # eq. gd
+    return record.history(last, mu)
+
+
+# ------------------------------------------------------------------------ one model
+def _as_one(values: Mapping) -> dict:
+    """An observation of one model as one of B = 1 models."""
+    return {name: [float(value)] for name, value in values.items()}
+
+
 @dataclass
 class History:
-    """What :func:`gradient_descent` records, one entry per iterate ``t = 0 .. steps``.
+    """What :func:`gradient_descent` records, one entry per iterate ``t = 0 .. T``.
 
     ``sigma_min`` and ``sigma_max`` are those of the stacked ``(N n) x d``
     attention-layer output ``Z_t`` of the last block (for one layer, the paper's ``Z``);
@@ -62,13 +313,12 @@ def _check_targets(model, X, Y):
             f"Y is {Y.dtype} on {Y.device} but X is {X.dtype} on {X.device}: pass "
             f"Y.to(X) so that both match the model"
         )
-    if not torch.isfinite(Y).all():
-        raise ValueError("Y contains NaN or inf")
+    validate.finite("Y", Y, "the targets")
     return Y
 
 
 def gradient_descent(
-    model,
+    model: Transformer,
     X: torch.Tensor,
     Y: torch.Tensor,
     *,
@@ -76,186 +326,77 @@ def gradient_descent(
     steps: int,
     progress: bool = False,
     desc: str = "GD",
-    observe: Callable[[object], Mapping[str, float]] | None = None,
+    observe: Callable[[ModelOutput], Mapping[str, float]] | None = None,
+    tol: float | None = None,
+    check_every: int = 1,
 ) -> History:
-    """Run ``steps`` steps of full-batch GD at the constant step ``mu`` (eq. ``gd``), in
-    place.
+    """Run ``steps`` steps of full-batch GD at the constant step ``mu`` (eq. ``gd``) on
+    ``model``, in place: :func:`descend` with one model.
 
     At every iterate it records the loss, ``sigma_min(Z_t)``, ``sigma_max(Z_t)`` and
     ``||grad Phi(theta_t)||``; ``observe(out)``, if given, is called there too with the
-    forward pass (a :class:`~rcutil.model.ModelOutput` at ``theta_t``) and returns name
-    -> number to record in ``History.observed``. If the loss or the gradient stops being
-    finite it raises :class:`TrainingDiverged`, naming the step and suggesting a smaller
-    ``mu``.
+    forward pass (a :class:`~rcutil.model.ModelOutput` at ``theta_t``, while the model
+    holds ``theta_t``) and returns name -> number to record in ``History.observed``.
+    With ``tol`` it stops early, at the first multiple of ``check_every`` where ``Phi_t
+    <= tol Phi_0``. If the loss or the gradient stops being finite it raises
+    :class:`TrainingDiverged`, naming the step and suggesting a smaller ``mu``.
     """
-    from .model import squared_loss  # local: keeps the import graph flat
-
     mu = validate.positive("mu (the step size)", mu)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    steps = _steps_count(steps)
     W_U = model.W_U
     X = validate.inputs(X, model.d, dtype=W_U.dtype, device=W_U.device)
     Y = _check_targets(model, X, Y)
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
+    params = dict(model.named_parameters())
+    # the trained weights with a model axis of one: views, so the model trains in place
+    W = {
+        k: p.detach()[None].requires_grad_()
+        for k, p in params.items()
+        if p.requires_grad
+    }
+    if not W:
         raise ValueError(
             "every parameter of the model is frozen (requires_grad=False), so gradient "
             "descent has nothing to train: unfreeze some, e.g. "
             "model.requires_grad_(True)"
         )
-    hist = History(step_size=mu)
-    for t in loop(steps + 1, desc=desc, unit="GD step", progress=progress):
-        out = model(X, return_all=True)
-        loss = squared_loss(out.output, Y)
-        grads = torch.autograd.grad(loss, params)
-        gnorm = torch.sqrt(sum((g.detach() ** 2).sum() for g in grads))
-        if not (torch.isfinite(loss) and torch.isfinite(gnorm)):
-            raise TrainingDiverged(
-                f"gradient descent diverged at step {t}: loss = {loss.item()!r}, "
-                f"gradient norm = {gnorm.item()!r} with mu = {mu:g}. "
-                f"Use a smaller step (for example mu = {mu / 10:g})."
-            )
-        s = singular_values(out.Z[-1])
-        hist.loss.append(loss.item())
-        hist.sigma_min.append(s[-1].item())
-        hist.sigma_max.append(s[0].item())
-        hist.grad_norm.append(gnorm.item())
-        if observe is not None:
-            with torch.no_grad():
-                for name, value in observe(out).items():
-                    hist.observed.setdefault(name, []).append(float(value))
-        if t == steps:
-            break
-        with torch.no_grad():
-            for p, g in zip(params, grads):
-                p.sub_(mu * g)
-    return hist
+    fixed = {k: p.detach() for k, p in params.items() if not p.requires_grad}
 
-
-# ---------------------------------------------------------------- many models at once
-@dataclass
-class BatchedHistory:
-    """What :func:`batched_gradient_descent` records for B models, one column per
-    iterate ``t = 0 .. steps``: ``loss``, ``sigma_min`` and ``sigma_max`` of each
-    model's stacked ``(N n) x d`` attention-layer output ``Z_t``, (B, steps + 1) arrays;
-    ``observed_at``, the iterates where ``observe`` was called, and ``observed``, name
-    -> array with one column per such iterate; ``final``, the stack at the last iterate.
-    """
-
-    step_size: np.ndarray
-    loss: np.ndarray
-    sigma_min: np.ndarray
-    sigma_max: np.ndarray
-    observed_at: list[int]
-    observed: dict[str, np.ndarray]
-    final: object
-
-
-def _batched_step(X: torch.Tensor):
-    """The loss and gradient of a stack: closed form on the CPU, autograd elsewhere."""
-    from .model import autograd_loss_and_gradient, loss_and_gradient
-
-    return loss_and_gradient if X.device.type == "cpu" else autograd_loss_and_gradient
-
-
-def _check_finite(loss: torch.Tensor, t: int, stack, step: str, setting: str) -> None:
-    """:class:`TrainingDiverged` naming the models whose loss is not finite at step
-    ``t``."""
-    if not torch.isfinite(loss).all():
-        bad = torch.nonzero(~torch.isfinite(loss)).flatten().tolist()
-        raise TrainingDiverged(
-            f"training diverged at step {t} for models {bad} (beta "
-            f"{[round(x, 4) for x in stack.beta[bad].tolist()]}, {step}): lower "
-            f"{setting}, for example halve it"
+    def loss():
+        weights = {**fixed, **{k: w[0] for k, w in W.items()}}
+        F, Zs, H = transformer(
+            X, weights, beta=model.beta, tau=model.tau, activation=model.activation
+        )
+        return squared_loss(F, Y)[None], ModelOutput(
+            F[None], [Z[None] for Z in Zs], H[None]
         )
 
+    def one(out: ModelOutput):
+        return ModelOutput(out.output[0], [Z[0] for Z in out.Z], out.features[0])
 
-def _steps_count(steps) -> int:
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    return steps
-
-
-def batched_gradient_descent(
-    stack,
-    X: torch.Tensor,
-    Y: torch.Tensor,
-    *,
-    mu,
-    steps: int,
-    observe: Callable[[torch.Tensor, object], Mapping] | None = None,
-    observe_every: int | None = None,
-    progress: bool = False,
-    desc: str = "GD",
-    setting: str = "mu",
-) -> BatchedHistory:
-    """Full-batch GD (eq. ``gd``) of the B one-layer models of ``stack`` (a
-    :class:`rcutil.model.Stack`) on the samples they share, model ``b`` at its own
-    constant step ``mu[b]`` (``mu``: one number, or B). On the CPU a step is the
-    closed-form :func:`rcutil.model.loss_and_gradient`, elsewhere its autograd twin.
-
-    ``observe(Z, stack)``, if given, is called with ``Z_t`` (B, N n, d) and the stack at
-    ``theta_t`` every ``observe_every`` iterates and at the last, and returns name ->
-    array (one value per model). The steps run in segments between those iterates, so
-    that the estimate times the observations. A loss that stops being finite raises
-    :class:`TrainingDiverged` naming the models and telling to lower ``setting``.
-    """
-    B, steps = len(stack.beta), _steps_count(steps)
-    mu = torch.as_tensor(mu, dtype=stack.beta.dtype, device=stack.beta.device)
-    mu = mu.expand(B) if mu.dim() == 0 else mu
-    if mu.shape != (B,):
-        raise ValueError(
-            f"mu must be one step size or one per model ({B}), got {tuple(mu.shape)}"
-        )
-    for b, m in enumerate(mu.tolist()):
-        validate.positive(f"mu of model {b} (its step size)", m)
-    every = validate.positive_int("observe_every", observe_every or steps + 1)
-    starts = sorted(set(range(0, steps + 1, every)) | {steps})
-    segments = [range(a, b) for a, b in zip(starts, starts[1:] + [steps + 1])]
-    step, hist = (
-        _batched_step(X),
-        {
-            k: np.full((B, steps + 1), np.nan)
-            for k in ("loss", "sigma_min", "sigma_max")
-        },
+    h = descend(
+        loss,
+        W,
+        mu=mu,
+        steps=steps,
+        observe=None if observe is None else lambda out, W: _as_one(observe(one(out))),
+        tol=tol,
+        check_every=check_every,
+        progress=progress,
+        desc=desc,
     )
-    observed: dict[str, list] = {}
-    mu_text = f"mu {[f'{m:.3g}' for m in mu.tolist()]}"
-    s = stack._replace(W={k: v.detach().clone() for k, v in stack.W.items()})
-    for segment in loop(
-        segments,
-        desc=f"{desc}, segments",
-        unit="segment",
-        progress=progress and len(segments) > 1,
-    ):
-        for t in loop(segment, desc=desc, unit="GD step", progress=progress):
-            loss, grad, Z = step(s, X, Y)
-            _check_finite(loss, t, s, mu_text, setting)
-            sv = torch.linalg.svdvals(torch.linalg.qr(Z, mode="r")[1])  # those of Z
-            hist["loss"][:, t] = loss.cpu().numpy()
-            hist["sigma_min"][:, t] = sv[:, -1].cpu().numpy()
-            hist["sigma_max"][:, t] = sv[:, 0].cpu().numpy()
-            if t == segment[0]:  # observed after the loop, where the estimate sees it
-                first = (Z, s._replace(W={k: v.clone() for k, v in s.W.items()}))
-            if t < steps:
-                for k, W in s.W.items():
-                    W -= mu.view(B, 1, 1) * grad[k]
-        if observe is not None:
-            for name, value in observe(*first).items():
-                observed.setdefault(name, []).append(np.asarray(value, dtype=float))
-    return BatchedHistory(
-        mu.cpu().numpy(),
-        hist["loss"],
-        hist["sigma_min"],
-        hist["sigma_max"],
-        starts,
-        {k: np.stack(v, axis=-1) for k, v in observed.items()},
-        s,
+    return History(
+        mu,
+        h.loss[0].tolist(),
+        h.sigma_min[0].tolist(),
+        h.sigma_max[0].tolist(),
+        h.grad_norm[0].tolist(),
+        {k: v[0].tolist() for k, v in h.observed.items()},
     )
 
 
+# ----------------------------------------------------------------------------- Adam
 def batched_adam(
-    stack,
+    stack: Stack,
     X: torch.Tensor,
     Y: torch.Tensor,
     *,
@@ -263,24 +404,32 @@ def batched_adam(
     steps: int,
     progress: bool = False,
     desc: str = "Adam",
+    setting: str = "the learning rate",
 ) -> np.ndarray:
     """Full-batch Adam (:class:`torch.optim.Adam`, its defaults, the rate ``lr`` falling
-    to 0 on a cosine) of the B one-layer models of ``stack``: Adam acts entry by entry,
-    so on the stacked weights it is B independent runs. Returns the loss, (B, steps +
-    1)."""
+    to 0 on a cosine) of the models of ``stack``, by :func:`descend`: Adam acts entry
+    by entry, so on the stacked weights it is B independent runs. Returns the loss, (B,
+    steps + 1)."""
     lr, steps = validate.positive("lr (the learning rate)", lr), _steps_count(steps)
-    W = {k: v.detach().clone() for k, v in stack.W.items()}
-    s, step = stack._replace(W=W), _batched_step(X)
-    opt = torch.optim.Adam(list(W.values()), lr=lr)
+    s = stack.trainable()
+    opt = torch.optim.Adam(list(s.W.values()), lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(steps, 1))
-    loss = np.full((len(stack.beta), steps + 1), np.nan)
-    for t in loop(steps + 1, desc=desc, unit="Adam step", progress=progress):
-        value, grad, _ = step(s, X, Y)
-        _check_finite(value, t, s, f"Adam at lr {lr:g}", "the learning rate")
-        loss[:, t] = value.cpu().numpy()
-        if t < steps:
-            for k, p in W.items():
-                p.grad = grad[k]
-            opt.step()
-            schedule.step()
-    return loss
+
+    def update(grads):
+        for k, w in s.W.items():
+            w.grad = grads[k]
+        opt.step()
+        schedule.step()
+
+    return descend(
+        lambda: s.loss(X, Y),
+        s.W,
+        steps=steps,
+        update=update,
+        spectra=False,
+        progress=progress,
+        desc=desc,
+        unit="Adam step",
+        setting=setting,
+        step=f"Adam at lr {lr:g}",
+    ).loss

@@ -160,8 +160,62 @@ def inputs(
         )
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
-    if not torch.isfinite(X).all():
+    if not _all_finite(X):
         raise ValueError(
             f"{name} contains NaN or inf; clean or normalise the input first"
         )
     return X
+
+
+def _all_finite(value: torch.Tensor) -> bool:
+    """Whether every entry is finite; ``True`` where the value cannot be read (inside a
+    ``torch.func`` transform, or on the meta device), so that such calls pass. A finite
+    sum has no NaN or inf: that one reduction is the whole cost when all is well."""
+    try:
+        if math.isfinite(value.sum().item()):
+            return True
+        return bool(torch.isfinite(value).all())  # finite entries whose sum overflowed
+    except RuntimeError:
+        return True
+
+
+def finite(name: str, value: torch.Tensor, what: str) -> None:
+    """Refuse a tensor with a NaN or an infinite entry, naming the first one."""
+    if _all_finite(value):
+        return
+    index = tuple((~torch.isfinite(value)).nonzero()[0].tolist())
+    raise ValueError(
+        f"{name} ({what}) contains {value[index].item()} at index {index}: clean it "
+        f"first (drop or fill the missing values)"
+    )
+
+
+def finite_output(F: torch.Tensor, X: torch.Tensor, weights) -> None:
+    """Refuse a model output ``F`` with a NaN or an infinite entry for a finite input
+    ``X``: the input or the weights (``(name, tensor)`` pairs) are too large for the
+    dtype. Names the largest entry of each and the fix."""
+    if _all_finite(F):
+        return
+    name, w = max(
+        ((k, p.detach().abs().max().item()) for k, p in weights), key=lambda kw: kw[1]
+    )
+    raise ValueError(
+        f"the model's output is not finite although X is: the largest |entry| of X "
+        f"is {X.abs().max().item():.3g} and of a weight {w:.3g} ({name}), too large "
+        f"for {F.dtype}; normalise X (for example to unit variance) or draw smaller "
+        f"weights (a smaller init_std)"
+    )
+
+
+def finite_loss(loss: torch.Tensor, F: torch.Tensor, Y: torch.Tensor) -> None:
+    """Refuse a loss that is not finite for a finite model output ``F``: name the first
+    NaN or inf of the targets ``Y``, or else the largest ``|F - Y|``, too large for the
+    dtype."""
+    if _all_finite(loss):
+        return
+    finite("Y", Y, "the targets")
+    raise ValueError(
+        f"the loss is {loss.item()} although the output and the targets are finite: "
+        f"the largest |F - Y| is {(F - Y).abs().max().item():.3g}, too large for "
+        f"{loss.dtype}; normalise the targets Y and the inputs X"
+    )

@@ -10,10 +10,13 @@ per mutant, only those of the selected tests that call the mutated function, fas
 first, and stops at the first failure. Property tests draw fewer examples there (the
 hypothesis profile "mutation", tests/conftest.py); stored experiment results are off.
 
-A module listed in ``[tool.mutmut.functions]`` (an experiment module) is mutated only in
-the definitions named there (its checks and claims and what they read); the rest of its
-work copy is marked ``# pragma: no mutate``. As its ``run`` is then never mutated, its
-tests read the experiment's result from a store in the work folder, computed once.
+An experiment's ``verdicts`` module (its checks and claims and the readings that decide
+them) is mutated whole; a module listed in ``[tool.mutmut.functions]`` is mutated only
+in the definitions named there, the rest of its work copy marked ``# pragma: no
+mutate``.
+Where ``run`` is never mutated (a verdicts module, or a module whose named definitions
+leave it out), the tests read the experiment's result from a store in the work folder,
+computed once.
 
 It prints, per module, the mutants killed out of those tested and the share, then every
 survivor with its diff and its reason from tests/mutation/SURVIVORS.md: the reason given
@@ -128,8 +131,14 @@ def only_definitions(source: str, names: list[str]) -> str:
     return "".join(out)
 
 
+def work_folder(module: str) -> Path:
+    """The work folder of ``module``, named by its path below ``rcutil``
+    (``rcutil/experiments/jena/verdicts.py`` -> ``experiments.jena.verdicts``)."""
+    return WORK / ".".join(Path(module).with_suffix("").parts[1:])
+
+
 def prepare(module: str, tests: list[str], keep: bool) -> Path:
-    work = WORK / Path(module).stem
+    work = work_folder(module)
     if not keep and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
@@ -313,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             continue
         t0 = time.perf_counter()
-        resume = args.keep and (WORK / Path(module).stem / "mutants").is_dir()
+        resume = args.keep and (work_folder(module) / "mutants").is_dir()
         work = prepare(module, modules[module], args.keep)
         print(f"== {module}: mutmut with {', '.join(modules[module])}", flush=True)
         again = (
@@ -327,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             str(args.jobs),
             *again,
             capture=False,
-            store=module in cfg.get("functions", {}),
+            store=module in cfg.get("functions", {}) or module.endswith("/verdicts.py"),
         )
         status = statuses(work)
         tested = {k: v for k, v in status.items() if v != "skipped"}

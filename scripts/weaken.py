@@ -223,10 +223,11 @@ def _statements(node: ast.AST):
 
 # ------------------------------------------------------------------------- the entries
 CERT, BOUNDS, TIGHT = "rcutil/certificate.py", "rcutil/bounds.py", "rcutil/tightness.py"
-LIP = "rcutil/experiments/lipschitz.py"
-SV = "rcutil/experiments/singular_values.py"
-JENA = "rcutil/experiments/jena.py"
-CONV = "rcutil/experiments/convergence.py"
+LIP = "rcutil/experiments/lipschitz/__init__.py"
+SV = "rcutil/experiments/singular_values/verdicts.py"
+JENA = "rcutil/experiments/jena/verdicts.py"
+CONV = "rcutil/experiments/convergence/__init__.py"
+CONV_VERDICTS = "rcutil/experiments/convergence/verdicts.py"
 #: the statement of feature_jets that composes block l (it holds ``trace[p][l]``)
 BLOCK_STEP = "trace[p][l]"
 
@@ -498,51 +499,51 @@ CHANGES: dict[str, Change] = {
     "last-iterate tightness taken at theta_0": Change(
         CONV,
         "depth_run",
-        "at_last = measure(model, X, Y, cert, iterations=iterations)",
+        "at_last = measure(model, X, Y, cert.to_dict(), iterations=iterations)",
         new="at_last = at_theta0",
         tests=EXPERIMENT,
     ),
     # ---- the claims: each read from its own depth, field and statistic
     "multilayer status from the single-layer run": Change(
-        CONV,
+        CONV_VERDICTS,
         "claims",
-        "all(theorem_holds(d) and minimum_reached(d) for d in deep)",
-        new="all(theorem_holds(one) and minimum_reached(one) for d in deep)",
+        "all(theorem_holds(d) and minimum_reached(d, tol) for d in deep)",
+        new="all(theorem_holds(one) and minimum_reached(one, tol) for d in deep)",
         tests=EXPERIMENT,
     ),
     "Corollary 1 read at the second depth": Change(
-        CONV,
+        CONV_VERDICTS,
         "claims",
-        "minimum_reached(one)",
-        new="minimum_reached(deep[0])",
+        "minimum_reached(one, tol)",
+        new="minimum_reached(deep[0], tol)",
         tests=EXPERIMENT,
     ),
     "PL ratio compared with alpha / 2": Change(
-        CONV,
+        CONV_VERDICTS,
         "claims",
-        "min(d.local_pl) >= d.alpha",
-        new="min(d.local_pl) >= d.alpha / 2",
+        "min(d.local_pl) >= d.certificate.alpha",
+        new="min(d.local_pl) >= d.certificate.alpha / 2",
         tests=EXPERIMENT,
     ),
     "PL ratio compared with the single layer's alpha": Change(
-        CONV,
+        CONV_VERDICTS,
         "claims",
-        "min(d.local_pl) >= d.alpha",
-        new="min(d.local_pl) >= one.alpha",
+        "min(d.local_pl) >= d.certificate.alpha",
+        new="min(d.local_pl) >= c1.alpha",
         tests=EXPERIMENT,
     ),
     "median PL ratio where the minimum belongs": Change(
-        CONV,
+        CONV_VERDICTS,
         "claims",
-        "min(d.local_pl) >= d.alpha",
-        new="np.median(d.local_pl) >= d.alpha",
+        "min(d.local_pl) >= d.certificate.alpha",
+        new="np.median(d.local_pl) >= d.certificate.alpha",
         tests=EXPERIMENT,
     ),
     "predicted late rate from kappa(Z_0)": Change(
-        CONV,
-        "SweepPoint.predicted_late_rate",
-        "self.kappa_H ** -2",
-        new="self.kappa_Z ** -2",
+        CONV_VERDICTS,
+        "predicted_late_rate",
+        "p.kappa_H ** -2",
+        new="p.kappa_Z ** -2",
         tests=EXPERIMENT,
     ),
 }

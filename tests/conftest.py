@@ -1,6 +1,4 @@
 import os
-import sys
-from pathlib import Path
 
 os.environ.setdefault("RCUTIL_PROFILE", "ci")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -11,10 +9,6 @@ from hypothesis import settings  # noqa: E402
 
 import rcutil  # noqa: E402, F401  (the thread policy)
 from rcutil import env  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-# the tests write their Jena files with benchmarks/synthetic_jena.py
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 # Property tests are deterministic: the same examples on every run, no example database,
 # no deadline (shared machines). "mutation" (make mutate, which runs the tests once per

@@ -1,8 +1,16 @@
-"""The import graph of rcutil: no cycle, and no import from a lower layer to a higher
-one."""
+"""The shape of rcutil: the import graph has no cycle and no import from a lower layer
+to a higher one, and every experiment is a package of science (settings, result, run)
+and verdicts (checks, claims), with typed settings."""
 
 import ast
+import dataclasses
+import re
+import typing
 from pathlib import Path
+
+import pytest
+
+from rcutil import experiments, profiles, results
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "rcutil"
@@ -35,14 +43,20 @@ LAYERS = [
     },
     {"certificate", "tightness", "results", "sst2_train"},
     {"experiments.*"},
+    {"experiments.*.verdicts"},
     {"experiments", "report", "__main__"},
 ]
 
 
 def layer_of(module: str) -> int:
     for i, layer in enumerate(LAYERS):
-        if module in layer or (
-            module.startswith("experiments.") and "experiments.*" in layer
+        if (
+            module in layer
+            or (re.fullmatch(r"experiments\.\w+", module) and "experiments.*" in layer)
+            or (
+                re.fullmatch(r"experiments\.\w+\.verdicts", module)
+                and "experiments.*.verdicts" in layer
+            )
         ):
             return i
     raise AssertionError(
@@ -122,3 +136,115 @@ def test_the_import_graph_has_no_cycle():
 def test_the_layer_check_can_fail():
     assert layer_of("results") > layer_of("model")
     assert layer_of("experiments.jena") > layer_of("results")
+    assert layer_of("experiments.jena.verdicts") > layer_of("experiments.jena")
+    with pytest.raises(AssertionError, match="in no layer"):
+        layer_of("experiments.jena.other")
+
+
+# ---------------------------------------------------------------------- experiments
+ENTRIES = experiments.registry()
+PACKAGE_IDS = [e.stem for e in ENTRIES]
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
+def _top_functions(path: Path) -> set[str]:
+    return {
+        n.name
+        for n in _tree(path).body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=PACKAGE_IDS)
+def test_no_check_or_claim_sits_beside_run(entry):
+    """The science module defines no checks or claims and imports neither rule module;
+    its verdicts define them."""
+    folder = PACKAGE / "experiments" / entry.stem
+    science = folder / "__init__.py"
+    assert not {"checks", "claims"} & _top_functions(science)
+    assert {"checks", "claims"} <= _top_functions(folder / "verdicts.py")
+    known = modules()
+    assert not {"checks", "claims"} & imports(
+        f"experiments.{entry.stem}", science, known
+    )
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=PACKAGE_IDS)
+def test_the_key_of_a_stored_result_leaves_out_the_verdicts(entry):
+    """A change to a check or a claim never computes a result again: ``run`` reaches
+    nothing of the verdicts module."""
+    code = results.science_code(entry.module)
+    assert f"{entry.module}:run" in code
+    assert not any(k.startswith(entry.verdicts) for k in code), entry.verdicts
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=PACKAGE_IDS)
+def test_settings_are_typed_one_row_per_profile_and_stored_typed(entry):
+    module = experiments.load(entry.name)
+    cls = module.Settings
+    assert dataclasses.is_dataclass(cls) and issubclass(cls, profiles.Settings)
+    assert cls.__dataclass_params__.frozen
+    assert module.SETTINGS == {
+        "ci": module.CI,
+        "book": module.BOOK,
+        "paper": module.PAPER,
+    }
+    assert all(type(row) is cls for row in module.SETTINGS.values())
+    assert typing.get_type_hints(module.Result)["settings"] is cls
+    for p in profiles.PROFILES:
+        row = profiles.settings_for(module.SETTINGS, p)
+        assert row.profile == p and row["profile"] == p
+        held = dataclasses.make_dataclass(
+            "Held", [("settings", cls)], bases=(results.Result,)
+        )
+        back = held.from_json(held(row).to_json()).settings
+        assert back == row and type(back) is cls
+
+
+def _code_cells(path: Path) -> str:
+    return "\n".join(
+        re.findall(r"```\{code-cell\}[^\n]*\n(.*?)\n```", path.read_text(), re.S)
+    )
+
+
+def test_settings_are_read_as_attributes():
+    """``settings["steps"]`` would read a typed row by a string: nowhere in an
+    experiment or a chapter."""
+    sources = {p: p.read_text() for p in (PACKAGE / "experiments").rglob("*.py")}
+    sources |= {p: _code_cells(p) for p in (ROOT / "book").glob("*.md")}
+    found = [
+        str(p.relative_to(ROOT))
+        for p, text in sources.items()
+        if re.search(r"settings\[", text)
+    ]
+    assert not found, found
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=PACKAGE_IDS)
+def test_a_verdicts_module_names_a_constant_only_where_it_serves_twice(entry):
+    """A threshold used once is written in its row; a constant of a verdicts module is
+    used at least twice, there or in its chapter."""
+    path = PACKAGE / "experiments" / entry.stem / "verdicts.py"
+    tree = _tree(path)
+    constants = {
+        t.id
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id.isupper()
+    }
+    text = path.read_text() + _code_cells(ROOT / "book" / f"{entry.stem}.md")
+    once = [c for c in constants if len(re.findall(rf"\b{c}\b", text)) < 3]
+    assert not once, f"{path.name}: {once} are used once: write them in their rows"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=PACKAGE_IDS)
+def test_a_row_of_a_check_table_fits_120_columns(entry):
+    path = PACKAGE / "experiments" / entry.stem / "verdicts.py"
+    long = [
+        i + 1 for i, line in enumerate(path.read_text().splitlines()) if len(line) > 120
+    ]
+    assert not long, f"{path.name}: lines {long} are wider than 120 columns"

@@ -121,7 +121,7 @@ def test_ball_condition_decides_and_a_step_above_1_over_C_is_refused():
 
     settings = settings_for(convergence.SETTINGS, "ci")
     model, X, Y = convergence.make_instance(settings, 1)
-    best = best_certificate(model, X, Y, n_radii=settings["n_radii"])
+    best = best_certificate(model, X, Y, n_radii=settings.n_radii)
     assert best.holds and best.path_bound <= best.r
     assert certificate(model, X, Y, r=best.r, mu=best.mu).holds
     assert not certificate(model, X, Y, r=best.r, mu=1.01 * best.mu).holds  # mu > 1/C

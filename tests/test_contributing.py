@@ -1,6 +1,7 @@
-"""Following CONTRIBUTING.md adds a chapter in three places: a module in
-rcutil/experiments, a chapter in book/ and a line in _toc.yml. The templates are taken
-from CONTRIBUTING.md itself, so the page and the code cannot drift apart."""
+"""Following CONTRIBUTING.md adds a chapter in three places: a package in
+rcutil/experiments (its science and its verdicts), a chapter in book/ and a line in
+_toc.yml. The templates are taken from CONTRIBUTING.md itself, so the page and the code
+cannot drift apart."""
 
 import json
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rcutil import experiments, report
+from rcutil import experiments, report, results
 from rcutil.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,29 +31,42 @@ def templates() -> dict[str, str]:
         m["path"]: m["body"] + "\n"
         for m in TEMPLATE.finditer((ROOT / "CONTRIBUTING.md").read_text())
     }
-    assert set(found) == {
-        "rcutil/experiments/my_chapter.py",
-        "book/my_chapter.md",
-        "_toc.yml",
-    }, sorted(found)
+    assert set(found) == {*PACKAGE, "book/my_chapter.md", "_toc.yml"}, sorted(found)
     return found
+
+
+#: The package of the new experiment: its science and its verdicts.
+PACKAGE = (
+    "rcutil/experiments/my_chapter/__init__.py",
+    "rcutil/experiments/my_chapter/verdicts.py",
+)
+
+
+def write_package(experiments_folder: Path) -> None:
+    """The package's two templates, written into ``experiments_folder``."""
+    found = templates()
+    for rel in PACKAGE:
+        path = experiments_folder / Path(rel).relative_to("rcutil/experiments")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(found[rel])
 
 
 @pytest.fixture
 def with_new_module(tmp_path, monkeypatch):
-    """The package as a contributor leaves it after step 1: one more file in
+    """rcutil as a contributor leaves it after step 1: one more package in
     rcutil/experiments."""
     folder = tmp_path / "experiments"
-    folder.mkdir()
-    (folder / "my_chapter.py").write_text(
-        templates()["rcutil/experiments/my_chapter.py"]
-    )
+    write_package(folder)
     monkeypatch.setattr(experiments, "__path__", [*experiments.__path__, str(folder)])
     monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path / "results"))
     experiments.registry.cache_clear()
     yield experiments.load("my-chapter")
     experiments.registry.cache_clear()
-    sys.modules.pop("rcutil.experiments.my_chapter", None)
+    for name in (
+        "rcutil.experiments.my_chapter.verdicts",
+        "rcutil.experiments.my_chapter",
+    ):
+        sys.modules.pop(name, None)
 
 
 def test_the_registry_the_cli_and_the_report_pick_up_a_new_module(
@@ -81,12 +95,16 @@ def test_the_registry_the_cli_and_the_report_pick_up_a_new_module(
     written = json.loads((tmp_path / "out" / "my_chapter.json").read_text())
     assert written["experiment"] == "my_chapter"
     assert [r["beta"] for r in written["result"]["runs"]] == [0.0, 1.0]
+    assert written["result"]["settings"]["profile"] == "ci"
+    assert not any(".verdicts" in key for key in results.science_code(module))
 
     # the report gathers every experiment; the others' results are not what this test is
     # about
     for e in entries:
         if e.name != "my-chapter":
-            monkeypatch.setattr(experiments.load(e.name), "claims", lambda result: [])
+            monkeypatch.setattr(
+                experiments.verdicts(e.name), "claims", lambda result: []
+            )
     real_cached = experiments.cached
     monkeypatch.setattr(
         experiments,
@@ -99,7 +117,7 @@ def test_the_registry_the_cli_and_the_report_pick_up_a_new_module(
     assert [r.key for r in rows] == ["my-chapter"] and rows[
         0
     ].status == report.REPRODUCED
-    assert "{ref}`my-chapter <my-chapter>`" in report.markdown_table(rows, short=True)
+    assert "{ref}`my-chapter <my-chapter>`" in report.table(rows, short=True).markdown()
 
 
 def test_the_book_lists_each_experiment_chapter_once_in_book_order():
@@ -141,9 +159,7 @@ def test_a_book_with_the_new_chapter_executes_and_builds(tmp_path):
         ROOT / "rcutil", book / "rcutil", ignore=shutil.ignore_patterns("__pycache__")
     )
     found = templates()
-    (book / "rcutil" / "experiments" / "my_chapter.py").write_text(
-        found["rcutil/experiments/my_chapter.py"]
-    )
+    write_package(book / "rcutil" / "experiments")
     (book / "book").mkdir()
     (book / "book" / "my_chapter.md").write_text(found["book/my_chapter.md"])
     for name in ("references.bib",):

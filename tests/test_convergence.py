@@ -18,6 +18,7 @@ from rcutil import experiments, settings_for
 from rcutil.certificate import best_certificate, certificate
 from rcutil.claims import DEVIATION, NOT_REPRODUCED
 from rcutil.experiments import convergence
+from rcutil.experiments.convergence import verdicts
 from rcutil.results import pick
 
 torch.set_num_threads(1)
@@ -37,12 +38,12 @@ def at(result, layers):
 def test_certificate_holds_on_the_instance():
     s = settings_for(convergence.SETTINGS, "ci")
     model, X, Y = convergence.make_instance(s, 1)
-    c = best_certificate(model, X, Y, n_radii=s["n_radii"])
+    c = best_certificate(model, X, Y, n_radii=s.n_radii)
     assert c.holds and c.lam > 0 and c.path_bound <= c.r
     assert c.alpha <= c.C and math.isclose(c.mu, 1 / c.C)
     assert c.alpha / c.C <= c.kappa_inv_sq  # alpha / C <= kappa(H_0)^-2
     # too large targets break the stay-in-the-ball condition: the check can fail
-    assert not best_certificate(model, X, Y * 1e3, n_radii=s["n_radii"]).holds
+    assert not best_certificate(model, X, Y * 1e3, n_radii=s.n_radii).holds
 
 
 def test_certificate_needs_width():
@@ -54,20 +55,20 @@ def test_certificate_needs_width():
 
 def test_one_point_per_depth_and_per_beta_each_holding_its_axis(ci_result):
     s = ci_result.settings
-    assert [d.layers for d in ci_result.depths] == s["layers"] == [1, 2, 4]
-    assert [p.beta for p in ci_result.sweep] == s["sweep_betas"]
+    assert tuple(d.layers for d in ci_result.depths) == s.layers == (1, 2, 4)
+    assert tuple(p.beta for p in ci_result.sweep) == s.sweep_betas
     again = convergence.Result.from_json(ci_result.to_json())
     assert again.to_json() == ci_result.to_json()
     for d in ci_result.depths:
         n = len(d.loss)
         assert len(d.grad_norm) == len(d.distance) == len(d.sigma_min_H) == n
         assert len(d.local_pl) == n and d.distance[0] == 0.0
-        assert d.target_scale == s["target_scale"][str(d.layers)]
+        assert d.target_scale == s.target_scale[s.layers.index(d.layers)]
         loss = np.array(d.loss)
-        first = int(np.flatnonzero(loss <= s["tol"] * loss[0])[0])
+        first = int(np.flatnonzero(loss <= s.tol * loss[0])[0])
         assert d.steps_to_tolerance == first
-        rate = 1 - d.certificate["mu"] * d.certificate["alpha"]
-        assert d.bound_steps == math.ceil(math.log(s["tol"]) / math.log(rate))
+        rate = 1 - d.certificate.mu * d.certificate.alpha
+        assert d.bound_steps == math.ceil(math.log(s.tol) / math.log(rate))
 
 
 # -------------------------------------------------------------- an independent GD loop
@@ -115,7 +116,7 @@ def hessian_top(phi, theta):
 @pytest.mark.parametrize("layers", [1, 2, 4])
 def test_every_trajectory_entry_is_recomputed_from_the_iterates(ci_result, layers):
     d = at(ci_result, layers)
-    mu, steps = d.certificate["mu"], len(d.loss) - 1
+    mu, steps = d.certificate.mu, len(d.loss) - 1
     it, _ = gd_iterates(ci_result.settings, layers, mu, steps)
     theta0 = it["theta"][0]
     distance = [torch.linalg.vector_norm(t - theta0).item() for t in it["theta"]]
@@ -133,7 +134,7 @@ def test_last_iterate_tightness_is_measured_at_the_last_iterate(ci_result, layer
     measurement's error: the stored value at "last" is the last iterate's, not
     theta_0's."""
     d = at(ci_result, layers)
-    mu, steps = d.certificate["mu"], len(d.loss) - 1
+    mu, steps = d.certificate.mu, len(d.loss) - 1
     it, phi = gd_iterates(ci_result.settings, layers, mu, steps)
     first, last = hessian_top(phi, it["theta"][0]), hessian_top(phi, it["theta"][-1])
     moved = abs(last - first)
@@ -146,22 +147,22 @@ def test_last_iterate_tightness_is_measured_at_the_last_iterate(ci_result, layer
 # ------------------------------------------------------------------ claims, recomputed
 def expected_statuses(result):
     """Each claim's status from the stored numbers, without rcutil.experiments code."""
-    tol = result.settings["tol"]
+    tol = result.settings.tol
 
     def ran(d):
         loss = np.asarray(d.loss, dtype=float)[: d.steps_to_tolerance + 1]
         c = d.certificate
-        contracts = np.all(loss[1:] / loss[:-1] <= 1 - c["mu"] * c["alpha"] + 1e-12)
+        contracts = np.all(loss[1:] / loss[:-1] <= 1 - c.mu * c.alpha + 1e-12)
         return bool(contracts), bool(loss[-1] / loss[0] <= tol)
 
     def proof_holds(d):
         c = d.certificate
         ratios = [v["ratio"] for p in d.tightness.values() for v in p.values()]
         return (
-            np.min(d.local_pl) >= c["alpha"]
-            and np.max(d.distance) <= c["path_bound"]
-            and c["path_bound"] <= c["r"]
-            and np.min(d.sigma_min_H) >= c["lam"]
+            np.min(d.local_pl) >= c.alpha
+            and np.max(d.distance) <= c.path_bound
+            and c.path_bound <= c.r
+            and np.min(d.sigma_min_H) >= c.lam
             and max(ratios) <= 1
         )
 
@@ -186,11 +187,11 @@ def expected_statuses(result):
 
 
 def statuses(result):
-    return {c.key: c.status for c in convergence.claims(result)}
+    return {c.key: c.status for c in verdicts.claims(result)}
 
 
 def test_every_claim_follows_from_the_stored_numbers(ci_result):
-    rows = convergence.claims(ci_result)
+    rows = verdicts.claims(ci_result)
     assert statuses(ci_result) == expected_statuses(ci_result)
     assert all(r.rule and any(ch.isdigit() for ch in r.book) for r in rows)
     # the same instance with the same constants: Theorem 1 and Corollary 1 agree
@@ -209,7 +210,7 @@ def edited(result, layers=None, **fields):
 def rising_step(d, t=3):
     """d.loss with one step before the tolerance slower than 1 - mu alpha allows."""
     loss = list(d.loss)
-    loss[t + 1] = loss[t] * (d.predicted_rate + 1e-3)
+    loss[t + 1] = loss[t] * (d.certificate.predicted_rate + 1e-3)
     return loss
 
 
@@ -227,7 +228,7 @@ def pl_below_alpha(d, t=None):
     """d.local_pl with one iterate's ratio just under alpha (the minimum, not the
     median, must see it)."""
     pl = list(d.local_pl)
-    pl[len(pl) // 2 if t is None else t] = 0.99 * d.alpha
+    pl[len(pl) // 2 if t is None else t] = 0.99 * d.certificate.alpha
     return pl
 
 
@@ -235,8 +236,8 @@ def pl_between_alphas(result, layers):
     """The local PL ratios of depth ``layers`` with one between that depth's alpha and
     the single layer's: the lemma holds at each depth with its own alpha."""
     d = at(result, layers)
-    alphas = sorted([d.alpha, at(result, 1).alpha])
-    assert alphas[0] < alphas[1] and d.alpha == alphas[0]
+    alphas = sorted([d.certificate.alpha, at(result, 1).certificate.alpha])
+    assert alphas[0] < alphas[1] and d.certificate.alpha == alphas[0]
     pl = list(d.local_pl)
     pl[1] = sum(alphas) / 2
     return pl
@@ -248,18 +249,19 @@ def pl_at_depth(r, layers, t):
 
 def alpha_above_pl(r):
     d = at(r, 1)
-    return edited(r, 1, certificate=dict(d.certificate, alpha=1.01 * min(d.local_pl)))
+    alpha = 1.01 * min(d.local_pl)
+    return edited(r, 1, certificate=dataclasses.replace(d.certificate, alpha=alpha))
 
 
 def distance_past_bound(r):
     d = at(r, 2)
-    far = 1.01 * d.certificate["path_bound"]
+    far = 1.01 * d.certificate.path_bound
     return edited(r, 2, distance=[0.0] + [far] * (len(d.distance) - 1))
 
 
 def sigma_below_bound(r):
     d = at(r, 1)
-    return edited(r, 1, sigma_min_H=[0.99 * d.certificate["lam"]] + d.sigma_min_H[1:])
+    return edited(r, 1, sigma_min_H=[0.99 * d.certificate.lam] + d.sigma_min_H[1:])
 
 
 def K_H_above_bound(r):
@@ -310,7 +312,7 @@ def test_a_claim_flips_when_its_evidence_is_edited(ci_result, edit, flips):
     assert after == expected_statuses(changed)
     assert {k for k in before if before[k] != after[k]} == flips
     assert all(after[k] == NOT_REPRODUCED for k in flips)
-    assert all(c.ok for c in convergence.checks(changed)) == (not flips)
+    assert all(c.ok for c in verdicts.checks(changed)) == (not flips)
 
 
 def with_point(result, beta, **fields):
@@ -331,7 +333,7 @@ def test_the_rate_claim_flips_with_the_sweep(ci_result):
     p1 = pick(ci_result.sweep, beta=1.0)
     p0 = pick(ci_result.sweep, beta=0.0)
     # beta = 1 twice as fast as predicted
-    fast = 1 - 2 * (1 - p1.predicted_late_rate)
+    fast = 1 - 2 * (1 - verdicts.predicted_late_rate(p1))
     assert rate(with_point(ci_result, 1.0, late_rate=fast)) == NOT_REPRODUCED
     # below the slow-mode range only the order counts: slower than beta = 0 flips it ...
     slow = p0.late_rate + 1e-4
@@ -345,16 +347,16 @@ def test_the_rate_claim_flips_with_the_sweep(ci_result):
     # two equal late rates: the rate does not fall at that step
     assert rate(with_point(ci_result, 0.1, late_rate=p0.late_rate)) == NOT_REPRODUCED
     # the slow-mode range includes its first beta
-    p = pick(ci_result.sweep, beta=convergence.SLOW_MODE_BETA)
+    p = pick(ci_result.sweep, beta=verdicts.SLOW_MODE_BETA)
     changed = with_point(ci_result, p.beta, kappa_H=p.kappa_H / 2)
     assert rate(changed) == NOT_REPRODUCED
     # beta = 1 slower than predicted (a prediction four times faster)
     changed = with_point(ci_result, 1.0, kappa_H=p1.kappa_H / 2)
     assert rate(changed) == NOT_REPRODUCED
-    assert not all(c.ok for c in convergence.checks(changed))
+    assert not all(c.ok for c in verdicts.checks(changed))
     # any step up in the late rate fails the acceptance table too
     changed = with_point(ci_result, 0.1, late_rate=p0.late_rate + 1e-4)
-    failed = [c.what for c in convergence.checks(changed) if not c.ok]
+    failed = [c.what for c in verdicts.checks(changed) if not c.ok]
     assert len(failed) == 1 and "falls" in failed[0]
 
 
@@ -370,20 +372,20 @@ def acceptance_values(result):
         if p.beta >= 0.25
     ]
     return [
-        all(x["holds"] for x in c),
-        max((r[1:] / r[:-1]).max() - x["predicted_rate"] for r, x in zip(rates, c)),
+        all(x.holds for x in c),
+        max((r[1:] / r[:-1]).max() - (1 - x.mu * x.alpha) for r, x in zip(rates, c)),
         max(r[-1] / r[0] for r in rates),
-        max(np.max(d.distance) / x["path_bound"] for d, x in zip(D, c)),
-        max(x["path_bound"] / x["r"] for x in c),
-        min(np.min(d.sigma_min_H) / x["lam"] for d, x in zip(D, c)),
-        min(np.min(d.local_pl) / x["alpha"] for d, x in zip(D, c)),
+        max(np.max(d.distance) / x.path_bound for d, x in zip(D, c)),
+        max(x.path_bound / x.r for x in c),
+        min(np.min(d.sigma_min_H) / x.lam for d, x in zip(D, c)),
+        min(np.min(d.local_pl) / x.alpha for d, x in zip(D, c)),
         max(
             v["ratio"]
             for d in D
             for point in d.tightness.values()
             for v in point.values()
         ),
-        max(x["alpha"] / x["C"] / x["kappa_inv_sq"] for x in c),
+        max(x.alpha / x.C / x.kappa_inv_sq for x in c),
         max(max(f, 1 / f) for f in factors),
         max(b.late_rate - a.late_rate for a, b in zip(sweep, sweep[1:])),
         p0.alpha_over_C,
@@ -394,7 +396,7 @@ def acceptance_values(result):
 
 
 def test_the_acceptance_values_are_the_results_numbers(ci_result):
-    table = convergence.checks(ci_result)
+    table = verdicts.checks(ci_result)
     assert len(table) == len(acceptance_values(ci_result))
     for check, value in zip(table, acceptance_values(ci_result)):
         np.testing.assert_allclose(
@@ -405,9 +407,13 @@ def test_the_acceptance_values_are_the_results_numbers(ci_result):
 def at_bound(r):
     """Every inequality of the lemma met with equality, at depth 2."""
     d = at(r, 2)
-    c = dict(d.certificate)
-    c["r"] = c["path_bound"] = max(d.distance)
-    c["lam"], c["alpha"] = min(d.sigma_min_H), min(d.local_pl)
+    c = dataclasses.replace(
+        d.certificate,
+        r=max(d.distance),
+        path_bound=max(d.distance),
+        lam=min(d.sigma_min_H),
+        alpha=min(d.local_pl),
+    )
     last = {**d.tightness["last"], "G_H": {"true": 1.0, "bound": 1.0, "ratio": 1.0}}
     return edited(r, 2, certificate=c, tightness={**d.tightness, "last": last})
 
@@ -418,13 +424,13 @@ def test_a_step_within_rounding_of_the_certified_rate_meets_it(ci_result):
     d = at(ci_result, 1)
     for past, status in ((0.5, DEVIATION), (1.5, NOT_REPRODUCED)):
         loss = list(d.loss)
-        loss[4] = loss[3] * (d.predicted_rate + past * convergence.RATE_SLACK)
+        loss[4] = loss[3] * (d.certificate.predicted_rate + past * verdicts.RATE_SLACK)
         changed = edited(ci_result, 1, loss=loss)
         assert statuses(changed)["theorem-1"] == status
 
 
 def test_a_loss_exactly_at_the_tolerance_reaches_it(ci_result):
-    d, tol = at(ci_result, 1), ci_result.settings["tol"]
+    d, tol = at(ci_result, 1), ci_result.settings.tol
     T = d.steps_to_tolerance
     loss = [1.0] + [tol] * T + d.loss[T + 1 :]
     assert statuses(edited(ci_result, 1, loss=loss))["corollary-1"] == DEVIATION
@@ -434,7 +440,7 @@ def test_evidence_exactly_at_a_bound_meets_it(ci_result):
     """The lemma's and the checks' inequalities are not strict."""
     changed = at_bound(ci_result)
     assert statuses(changed) == statuses(ci_result) == expected_statuses(changed)
-    assert all(c.ok for c in convergence.checks(changed))
+    assert all(c.ok for c in verdicts.checks(changed))
 
 
 @pytest.mark.parametrize(
@@ -445,8 +451,8 @@ def test_evidence_exactly_at_a_bound_meets_it(ci_result):
             lambda r: edited(
                 r,
                 1,
-                certificate=dict(
-                    at(r, 1).certificate, r=at(r, 1).certificate["path_bound"] / 1.5
+                certificate=dataclasses.replace(
+                    at(r, 1).certificate, r=at(r, 1).certificate.path_bound / 1.5
                 ),
             ),
         ),
@@ -455,9 +461,9 @@ def test_evidence_exactly_at_a_bound_meets_it(ci_result):
             lambda r: edited(
                 r,
                 2,
-                certificate=dict(
+                certificate=dataclasses.replace(
                     at(r, 2).certificate,
-                    kappa_inv_sq=at(r, 2).certificate["kappa_inv_sq"] / 2,
+                    kappa_inv_sq=at(r, 2).certificate.kappa_inv_sq / 2,
                 ),
             ),
         ),
@@ -478,25 +484,26 @@ def test_evidence_exactly_at_a_bound_meets_it(ci_result):
     ],
 )
 def test_a_check_fails_half_past_its_threshold(ci_result, what, edit):
-    failed = [c.what for c in convergence.checks(edit(ci_result)) if not c.ok]
+    failed = [c.what for c in verdicts.checks(edit(ci_result)) if not c.ok]
     assert len(failed) == 1 and what in failed[0], failed
 
 
 def test_acceptance_table_holds_and_fails_on_a_bad_number(ci_result):
-    table = convergence.checks(ci_result)
+    table = verdicts.checks(ci_result)
     checks_mod.require(table)
     r = copy.deepcopy(ci_result)
     p = pick(r.sweep, beta=0.0)
     r.sweep[0] = dataclasses.replace(p, certified=True)
     with pytest.raises(AssertionError, match="certificate holds"):
-        checks_mod.require(convergence.checks(r))
+        checks_mod.require(verdicts.checks(r))
 
 
 def test_every_profile_measures_every_depth():
     for profile, settings in convergence.SETTINGS.items():
-        assert settings["layers"] == [1, 2, 4], profile
-        assert settings["power_iterations"] >= 30, profile
-        assert {0.0, 1.0} <= set(settings["sweep_betas"]), profile
+        assert settings.layers == (1, 2, 4), profile
+        assert settings.power_iterations >= 30, profile
+        assert {0.0, 1.0} <= set(settings.sweep_betas), profile
+        assert len(settings.target_scale) == len(settings.layers), profile
 
 
 def test_cli_writes_json(tmp_path, ci_result, monkeypatch):
@@ -513,3 +520,29 @@ def test_cli_writes_json(tmp_path, ci_result, monkeypatch):
     )
     data = read_json(tmp_path / "convergence.json")["result"]
     assert data["depths"][2]["distance"] == at(ci_result, 4).distance
+
+
+def test_a_certificate_at_beta0_that_is_not_vacuous_fails_its_row(ci_result):
+    changed = with_point(ci_result, 0.0, alpha_over_C=1e-3)
+    failed = [c.what for c in verdicts.checks(changed) if not c.ok]
+    assert failed == [r"$\beta = 0$: $\alpha/C$ of the best certificate"]
+
+
+def test_the_beta0_loss_must_halve_within_ten_steps(ci_result):
+    loss = list(pick(ci_result.sweep, beta=0.0).loss)
+    for value, fails in ((0.49, False), (0.8, True)):
+        loss[10] = value
+        changed = with_point(ci_result, 0.0, loss=list(loss))
+        failed = [c.what for c in verdicts.checks(changed) if not c.ok]
+        assert failed == ([r"$\beta = 0$: $\Phi_{10}/\Phi_0$"] if fails else [])
+
+
+def test_the_rate_check_factor_is_the_certified_rates_margin_over_mu_alpha(ci_result):
+    """How far a claimed mu alpha could exceed the certified one before the rate check
+    fails: (1 - largest step ratio) / (mu alpha), above 1 where the theorem holds."""
+    for d in ci_result.depths:
+        loss = np.asarray(d.loss[: d.steps_to_tolerance + 1])
+        margin = 1.0 - (loss[1:] / loss[:-1]).max()
+        mu_alpha = d.certificate.mu * d.certificate.alpha
+        assert verdicts.rate_check_factor(d) == pytest.approx(margin / mu_alpha)
+        assert verdicts.rate_check_factor(d) > 1.0

@@ -2,6 +2,7 @@
 determinism."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -314,23 +315,25 @@ def synthetic_data(n=32, T=8, vocab_ids=None, seed=0):
     return tokens, lengths, labels, vocab, to_compact(tokens, vocab)
 
 
-SETTINGS = dict(
-    d_model=16,
-    n_head=2,
-    d_ff=32,
-    batch_size=8,
-    steps=6,
-    eval_every=3,
-    warmup=0.2,
-    min_lr_ratio=0.1,
-    weight_decay=0.01,
-    betas=[0.9, 0.999],
-    grad_clip=1.0,
-    precision="float32",
-    seeds=[0],
-    selection_seed=100,
-    lr_grid={"scratch": {"w": [1e-3], "wo": [1e-3]}},
-)
+def _settings():
+    from rcutil.experiments import sst2
+
+    return replace(
+        sst2.CI,
+        d_model=16,
+        n_head=2,
+        d_ff=32,
+        batch_size=8,
+        steps=6,
+        eval_every=3,
+        warmup=0.2,
+        seeds=(0,),
+        lr_grid={"scratch": sst2.Rates(w=(1e-3,), wo=(1e-3,))},
+    )
+
+
+#: A tiny SST-2 model and recipe.
+SETTINGS = _settings()
 
 
 def test_training_is_deterministic():
@@ -410,7 +413,7 @@ def test_trimmed_vocabulary_trains_like_the_full_one():
     from rcutil import sst2_train as sst2
 
     tokens, lengths, labels, vocab, compact = synthetic_data(n=48, T=10)
-    settings = dict(SETTINGS, steps=12)
+    settings = replace(SETTINGS, steps=12)
     full = GPT2Classifier(GPT2Config(n_layer=2, n_head=2, d_model=16, d_ff=32), seed=0)
     trimmed = sst2.make_model(settings, "scratch", 2, True, 0, vocab)
     assert trimmed.cfg.vocab_size == len(vocab) < 500 and full.cfg.vocab_size == 50257
@@ -419,7 +422,7 @@ def test_trimmed_vocabulary_trains_like_the_full_one():
     before = full.wte.weight[unread].detach().clone()
     opts = {id(m): sst2.make_optimizer(m, settings, 3e-3) for m in (full, trimmed)}
     losses = {"full": [], "trimmed": []}
-    for step in range(settings["steps"]):
+    for step in range(settings.steps):
         rows = torch.arange(step * 4, step * 4 + 8) % len(labels)
         for name, m, x in (("full", full, tokens), ("trimmed", trimmed, compact)):
             loss = sst2.train_step(

@@ -1,4 +1,4 @@
-"""rcutil.jena_data on files the tests write (benchmarks/synthetic_jena.py): parsing,
+"""rcutil.jena_data on files the tests write (tests/synthetic_jena.py): parsing,
 error paths and their advice, cleaning, sentinels, normalisation, the 154-row excerpt
 derived from a download on a fresh machine, the full file's checksum recorded on its
 first download, and the ``book``-profile pipeline end to end on a generated file of the
@@ -26,7 +26,7 @@ T = jd.FEATURES.index("T (degC)")
 
 def write_csv(path, rows: int, *, seed=0, sentinels=(), header=None, newline="\n"):
     """A file in the canonical format with physically consistent values (see
-    benchmarks/synthetic_jena.py); ``sentinels``: (row, column) set to -9999."""
+    tests/synthetic_jena.py); ``sentinels``: (row, column) set to -9999."""
     times, vals = sj.synthetic_series(rows, seed=seed)
     for r, c in sentinels:
         vals[r, c] = jd.SENTINEL
@@ -305,33 +305,23 @@ def test_book_pipeline_end_to_end_on_full_size_file(tmp_path, monkeypatch):
     write_csv(p, jd.N_ROWS, sentinels=[(1000, wv), (300_000, wv)])
     monkeypatch.setenv(data.DATA_DIR_ENV, str(root))
     monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    monkeypatch.setitem(
-        jena.SETTINGS,
-        "book",
-        dict(
-            jena.SETTINGS["book"],
-            steps=2,
-            adam_steps=2,
-            lanczos_steps=2,
-            spectra_every=1,
-            draws=8,
-        ),
+    short = dataclasses.replace(
+        jena.BOOK, steps=2, adam_steps=2, lanczos_steps=2, spectra_every=1, draws=8
     )
+    monkeypatch.setitem(jena.SETTINGS, "book", short)
     result = jena.run(settings_for(jena.SETTINGS, "book"), progress=False)
-    s = jena.SETTINGS["book"]
-    info = result.data
-    assert info["rows_in_file"] == jd.N_ROWS
-    assert info["rows_train"] == int(jd.N_ROWS * s["train_fraction"])
-    assert info["sha256"] == data.sha256sum(p)
-    assert info["sentinels_replaced"] == {"wv (m/s)": 2, "max. wv (m/s)": 0}
-    assert info["cleaning"]["rows_kept"] == jd.N_ROWS and info["cleaning"]["gaps"] == 0
+    s, info = short, result.data
+    assert info.rows_in_file == jd.N_ROWS
+    assert info.rows_train == int(jd.N_ROWS * s.train_fraction)
+    assert info.sha256 == data.sha256sum(p)
+    assert info.sentinels_replaced == {"wv (m/s)": 2, "max. wv (m/s)": 0}
+    assert info.cleaning.rows_kept == jd.N_ROWS and info.cleaning.gaps == 0
     assert (
-        max(info["window_starts"]) + 2 * s["n"] * s["sampling"]
-        <= info["rows_train"] + s["sampling"]
+        max(info.window_starts) + 2 * s.n * s.sampling <= info.rows_train + s.sampling
     )
-    assert [p.beta for p in result.points] == list(s["betas"])
+    assert tuple(p.beta for p in result.points) == s.betas
     for r in result.runs:
-        assert r.loss.shape == (len(s["seeds"]), 3) and np.isfinite(r.loss).all()
+        assert r.loss.shape == (len(s.seeds), 3) and np.isfinite(r.loss).all()
 
 
 # -------------------------------------------------------------------- impossible values

@@ -3,6 +3,7 @@ an instance that tells the norms of the text from others, and the claim follows 
 stored ratios."""
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import torch
 import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import checks, claims, settings_for
 from rcutil.experiments import lipschitz
+from rcutil.experiments.lipschitz import verdicts
 from rcutil.model import attention
 from rcutil.results import pick
 
@@ -24,7 +26,7 @@ def result():
 def test_no_ratio_exceeds_its_constant_and_each_constant_is_attained(result):
     assert [c.name for c in result.constants] == list(lipschitz.CONSTANTS)
     assert all(len(c.ratios) == 200 for c in result.constants)
-    checks.require(lipschitz.checks(result))
+    checks.require(verdicts.checks(result))
     for c in result.constants:
         assert c.attained == pytest.approx(1.0, abs=1e-6), c.name
 
@@ -94,9 +96,9 @@ def test_the_attaining_instance_tells_the_frobenius_norm_of_a_difference(name):
     inst = lipschitz.attaining_instances()[name]
     moved, step = _moved(name, inst)
     L = _text_constant(name, inst)
-    assert _spec(moved) / (_fro(step) * L) < lipschitz.ATTAINED  # output spectral
+    assert _spec(moved) / (_fro(step) * L) < verdicts.ATTAINED  # output spectral
     assert _fro(moved) / (_spec(step) * L) > 1.2  # step spectral
-    assert np.abs(moved.numpy()).max() / (_fro(step) * L) < lipschitz.ATTAINED
+    assert np.abs(moved.numpy()).max() / (_fro(step) * L) < verdicts.ATTAINED
 
 
 @pytest.mark.parametrize("name", ["W_Q", "W_K", "W_1", "W_U"])
@@ -104,7 +106,7 @@ def test_the_attaining_instance_tells_the_spectral_norm_of_x_from_others(name):
     inst = lipschitz.attaining_instances()[name]
     moved, step = _moved(name, inst)
     with_frobenius = _text_constant(name, inst, norm_of_x=_fro)
-    assert _fro(moved) / (_fro(step) * with_frobenius) < lipschitz.ATTAINED
+    assert _fro(moved) / (_fro(step) * with_frobenius) < verdicts.ATTAINED
     largest_row = _text_constant(
         name, inst, norm_of_x=lambda X: np.linalg.norm(X, axis=1).max()
     )
@@ -115,7 +117,7 @@ def test_the_constant_of_w_v_uses_the_largest_row_norm():
     inst = lipschitz.attaining_instances()["W_V"]
     moved, step = _moved("W_V", inst)
     n = inst.X.shape[0]
-    assert _fro(moved) / (_fro(step) * np.sqrt(n) * _spec(inst.X)) < lipschitz.ATTAINED
+    assert _fro(moved) / (_fro(step) * np.sqrt(n) * _spec(inst.X)) < verdicts.ATTAINED
 
 
 def _status(result):
@@ -125,7 +127,7 @@ def _status(result):
 
 
 def test_the_claim_follows_from_every_ratio(result):
-    (claim,) = lipschitz.claims(result)
+    (claim,) = verdicts.claims(result)
     assert claim.key == "lemma-lipschitz" and claim.rule
     assert claim.status == _status(result) == claims.DEVIATION
 
@@ -140,18 +142,18 @@ def test_one_ratio_above_its_constant_flips_the_claim(result, name, field):
     else:
         c.attained = 1.01
     assert _status(edited) == claims.NOT_REPRODUCED
-    assert lipschitz.claims(edited)[0].status == claims.NOT_REPRODUCED
-    assert not all(row.ok for row in lipschitz.checks(edited))
+    assert verdicts.claims(edited)[0].status == claims.NOT_REPRODUCED
+    assert not all(row.ok for row in verdicts.checks(edited))
 
 
 def test_a_constant_no_longer_attained_fails_its_check_not_the_claim(result):
     edited = copy.deepcopy(result)
     pick(edited.constants, name="W_2").attained = 0.9
-    failed = [row.what for row in lipschitz.checks(edited) if not row.ok]
-    assert failed == ["$L_{W_{2}}$: ratio on its attaining instance"]
-    assert lipschitz.claims(edited)[0].status == claims.DEVIATION
+    failed = [row.what for row in verdicts.checks(edited) if not row.ok]
+    assert failed == ["$L_{W_2}$: ratio on its attaining instance"]
+    assert verdicts.claims(edited)[0].status == claims.DEVIATION
 
 
 def test_no_instances_is_refused():
     with pytest.raises(ValueError, match="n_instances"):
-        lipschitz.run(dict(n_instances=0, seed=0), progress=False)
+        lipschitz.run(replace(lipschitz.CI, n_instances=0), progress=False)

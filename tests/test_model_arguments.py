@@ -119,3 +119,44 @@ def test_an_integer_input_is_told_to_become_float_not_the_model():
         m(torch.zeros(1, 2, 4, dtype=torch.int64))
     assert "X.to(torch.float64)" in str(err.value)
     assert "dtype=torch.int64" not in str(err.value)
+
+
+def test_an_input_too_large_for_the_dtype_is_named_not_returned_as_nan():
+    m = Transformer(4, 2, 3, 1)
+    X = torch.randn(2, 3, 4, dtype=torch.float64) * 1e200
+    with pytest.raises(ValueError, match="output is not finite") as err:
+        m(X)
+    words = str(err.value)
+    assert f"{X.abs().max().item():.3g}" in words and "normalise X" in words
+
+
+def test_weights_too_large_for_the_dtype_are_named_with_init_std():
+    m = Transformer(4, 2, 3, 1, init_std=1e200)
+    with pytest.raises(ValueError, match="output is not finite") as err:
+        m(torch.ones(2, 3, 4, dtype=torch.float64))
+    assert "e+200" in str(err.value) and "init_std" in str(err.value)
+
+
+def test_a_nan_target_is_named_by_the_loss():
+    m = Transformer(4, 2, 3, 1)
+    X, Y = torch.ones(2, 3, 4, dtype=torch.float64), torch.zeros(2, 3, 1).double()
+    Y[1, 2, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"Y \(the targets\) contains nan") as err:
+        m.loss(X, Y)
+    assert "(1, 2, 0)" in str(err.value) and "clean it" in str(err.value)
+
+
+def test_a_loss_that_overflows_names_the_largest_residual():
+    m = Transformer(4, 2, 3, 1)
+    X, Y = torch.ones(2, 3, 4, dtype=torch.float64), torch.zeros(2, 3, 1).double()
+    Y[0, 0, 0] = 1e300
+    with pytest.raises(ValueError, match="the loss is inf") as err:
+        m.loss(X, Y)
+    assert "1e+300" in str(err.value) and "normalise the targets" in str(err.value)
+
+
+def test_finite_inputs_and_outputs_pass_inside_a_transform():
+    m = Transformer(4, 2, 3, 1, seed=2)
+    X = torch.randn(5, 2, 3, 4, dtype=torch.float64)
+    out = torch.func.vmap(m)(X)  # the output cannot be read inside vmap: no check
+    torch.testing.assert_close(out[1], m(X[1]))

@@ -75,3 +75,26 @@ ORIGINAL = '[Check("a b", r.x, "<=", 1), Claim("key", "name", f"v {r.x}")]'
 )
 def test_a_survivor_that_changes_only_a_rows_text_is_of_that_class(body, text_only):
     assert mutate.only_row_text(_def(ORIGINAL), _def(body)) is text_only
+
+
+def test_every_module_and_definition_the_configuration_names_exists():
+    """``[tool.mutmut.modules]`` names files of rcutil with existing tests, each mutated
+    in a work folder of its own; ``[tool.mutmut.functions]`` names definitions each
+    module has."""
+    cfg = mutate.config()
+    modules = cfg["modules"]
+    for module, tests in modules.items():
+        assert (ROOT / module).is_file(), module
+        assert all((ROOT / t).is_file() for t in tests), (module, tests)
+    assert len({mutate.work_folder(m) for m in modules}) == len(modules)
+    for module, names in cfg.get("functions", {}).items():
+        assert module in modules, module
+        mutate.only_definitions((ROOT / module).read_text(), names)  # all defined
+
+
+def test_work_folders_are_named_by_the_module_path():
+    assert mutate.work_folder("rcutil/bounds.py").name == "bounds"
+    assert (
+        mutate.work_folder("rcutil/experiments/jena/verdicts.py").name
+        == "experiments.jena.verdicts"
+    )

@@ -8,35 +8,31 @@ size, and found through ``RCUTIL_DATA_DIR``, exactly as the real file would be.
 
 import hashlib
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 from rcutil import data, sst2_train
 from rcutil.experiments import sst2
+from rcutil.experiments.sst2 import verdicts
 from rcutil.gpt2 import GPT2_SMALL, GPT2_SMALL_REVISION, load_hf_gpt2
 from rcutil.sst2_data import EOS_ID, to_compact, vocabulary
 
 D, HEADS, D_FF, BLOCKS = 16, 2, 32, 3
-SETTINGS = dict(
-    inits=["pretrained"],
+SETTINGS = replace(
+    sst2.CI,
+    inits=("pretrained",),
     d_model=D,
     n_head=HEADS,
     d_ff=D_FF,
-    layers=[2],
-    residual=[True, False],
+    layers=(2,),
     batch_size=8,
     steps=6,
     eval_every=3,
     warmup=0.2,
-    min_lr_ratio=0.1,
-    weight_decay=0.01,
-    betas=[0.9, 0.999],
-    grad_clip=1.0,
-    precision="float32",
-    seeds=[0],
-    selection_seed=100,
-    lr_grid={"pretrained": {"w": [1e-3, 1e-2], "wo": [1e-3, 1e-2]}},
+    seeds=(0,),
+    lr_grid={"pretrained": sst2.Rates(w=(1e-3, 1e-2), wo=(1e-3, 1e-2))},
 )
 
 
@@ -124,8 +120,10 @@ def test_the_real_file_is_pinned():
         f"{GPT2_SMALL_REVISION}/model.safetensors"
     )
     assert len(GPT2_SMALL_REVISION) == 40
-    assert sst2.data_files(dict(SETTINGS))[-1] == GPT2_SMALL.relpath
-    assert GPT2_SMALL.relpath not in sst2.data_files(dict(SETTINGS, inits=["scratch"]))
+    assert sst2.data_files(SETTINGS)[-1] == GPT2_SMALL.relpath
+    assert GPT2_SMALL.relpath not in sst2.data_files(
+        replace(SETTINGS, inits=("scratch",))
+    )
 
 
 @pytest.mark.parametrize("residual", [True, False])
@@ -264,7 +262,7 @@ def test_shape_mismatch_names_the_file_and_the_tensor(checkpoint):
     # a checkpoint of another width than the settings ask for
     with pytest.raises(ValueError, match="tensor 'wte.weight' has shape"):
         sst2_train.make_model(
-            dict(SETTINGS, d_model=32, n_head=2), "pretrained", 1, True, 0, vocab
+            replace(SETTINGS, d_model=32, n_head=2), "pretrained", 1, True, 0, vocab
         )
 
 
@@ -323,7 +321,7 @@ def test_offline_error_names_the_url_and_where_to_put_the_file(tmp_path, monkeyp
 def sst2_files():
     """The SST-2 and tokenizer files, found before :func:`checkpoint` moves the data
     folder."""
-    return {rel: data.find(rel) for rel in sst2.data_files(dict(SETTINGS, inits=[]))}
+    return {rel: data.find(rel) for rel in sst2.data_files(replace(SETTINGS, inits=()))}
 
 
 @pytest.mark.slow
@@ -334,10 +332,10 @@ def test_a_run_with_a_pretrained_and_a_scratch_arm(sst2_files, checkpoint, tmp_p
     for rel, path in sst2_files.items():
         (tmp_path / "data" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "data" / rel).symlink_to(path)
-    settings = dict(
+    settings = replace(
         SETTINGS,
-        inits=["pretrained", "scratch"],
-        layers=[1, 2],
+        inits=("pretrained", "scratch"),
+        layers=(1, 2),
         n_train=48,
         n_train_eval=16,
         n_dev=8,
@@ -345,12 +343,12 @@ def test_a_run_with_a_pretrained_and_a_scratch_arm(sst2_files, checkpoint, tmp_p
         steps=4,
         eval_every=2,
         data_seed=0,
-        seeds=[0, 1],
+        seeds=(0, 1),
         control_seeds=1,
         threads=1,
         lr_grid={
-            "pretrained": {"w": [1e-3], "wo": [1e-3, 1e-2]},
-            "scratch": {"w": [1e-3], "wo": [1e-3]},
+            "pretrained": sst2.Rates(w=(1e-3,), wo=(1e-3, 1e-2)),
+            "scratch": sst2.Rates(w=(1e-3,), wo=(1e-3,)),
         },
     )
     result = sst2.run(settings, progress=False)
@@ -364,4 +362,4 @@ def test_a_run_with_a_pretrained_and_a_scratch_arm(sst2_files, checkpoint, tmp_p
     assert [len(s.lr_grid) for s in result.selections[:4]] == [1, 2, 1, 2]
     assert result.control.layers == 2 and len(result.control.final_error) == 1
     assert all(r.train_error.shape == (2, 3) for r in result.runs)
-    assert len(sst2.claims(result)) == 3 and sst2.checks(result)
+    assert len(verdicts.claims(result)) == 3 and verdicts.checks(result)

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from rcutil import profiles
@@ -28,3 +30,33 @@ def test_settings_rows_must_share_keys():
     assert profiles.settings_for(good, "book") == {"a": 2, "profile": "book"}
     with pytest.raises(ValueError, match="no row"):
         profiles.settings_for({"ci": {"a": 1}}, "ci")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Sizes(profiles.Settings):
+    steps: int
+    seeds: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Other(profiles.Settings):
+    steps: int
+
+
+def test_a_typed_row_is_served_with_its_profile():
+    ci = Sizes(steps=10, seeds=(0, 1))
+    table = {"ci": ci, "book": dataclasses.replace(ci, steps=100), "paper": ci}
+    row = profiles.settings_for(table, "book")
+    assert row == Sizes(steps=100, seeds=(0, 1), profile="book")
+    assert row.profile == row["profile"] == "book" and row["steps"] == 100
+    assert table["book"].profile == ""  # the table itself is left as written
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.steps = 5
+
+
+def test_typed_rows_of_different_classes_or_kinds_are_refused():
+    ci = Sizes(steps=10, seeds=(0,))
+    with pytest.raises(TypeError, match="different classes"):
+        profiles.settings_for({"ci": ci, "book": ci, "paper": Other(steps=1)}, "ci")
+    with pytest.raises(TypeError, match="rcutil.profiles.Settings"):
+        profiles.settings_for({"ci": ci, "book": ci, "paper": {"steps": 1}}, "ci")

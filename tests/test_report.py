@@ -1,6 +1,7 @@
 """The report joins the experiments' own claims; it adds and changes none."""
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,9 @@ from rcutil.claims import DEVIATION, Claim
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_registry_lists_every_experiment_module_in_book_order():
+def test_registry_lists_every_experiment_package_in_book_order():
     folder = Path(experiments.__file__).parent
-    files = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    files = sorted(p.parent.name for p in folder.glob("*/__init__.py"))
     entries = experiments.registry()
     assert sorted(e.module.rsplit(".", 1)[-1] for e in entries) == files
     assert {
@@ -36,7 +37,7 @@ def test_registry_lists_every_experiment_module_in_book_order():
 def test_report_statuses_are_the_chapters_own_claims(monkeypatch):
     made = {}
     for e in experiments.registry():
-        module = experiments.load(e.name)
+        module = experiments.verdicts(e.name)
 
         def claims(result, name=e.name):
             row = Claim(
@@ -60,11 +61,47 @@ def test_report_statuses_are_the_chapters_own_claims(monkeypatch):
 
 def test_links_to_chapters_carry_plain_text():
     row = Claim("k", "c", "p", "1", DEVIATION, "r", chapter="rank-collapse")
-    table = report.markdown_table([row], short=True)
+    table = report.table([row], short=True).markdown()
     title = experiments.entry("rank-collapse").title
     assert f"{{ref}}`{title} <rank-collapse>`" in table and not re.search(
         r"[$\\{}]", title
     )
+
+
+@pytest.mark.parametrize(
+    "files, words",
+    [
+        ({"loose.py": "SETTINGS = {}"}, "is a package"),
+        ({"bare/__init__.py": "SETTINGS = Result = run = None"}, "verdicts.py"),
+        (
+            {
+                "half/__init__.py": "SETTINGS = Result = run = None",
+                "half/verdicts.py": "def claims(result): return []",
+            },
+            "verdicts.checks",
+        ),
+    ],
+    ids=["module", "package-without-verdicts", "verdicts-without-checks"],
+)
+def test_an_experiment_that_is_not_science_and_verdicts_is_refused(
+    files, words, tmp_path, monkeypatch
+):
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    monkeypatch.setattr(experiments, "__path__", [str(tmp_path)])
+    experiments.registry.cache_clear()
+    try:
+        with pytest.raises(TypeError, match=words):
+            experiments.registry()
+    finally:
+        experiments.registry.cache_clear()
+        made = {
+            f"rcutil.experiments.{Path(rel).parts[0].removesuffix('.py')}"
+            for rel in files
+        }
+        for name in [m for m in sys.modules if m.startswith(tuple(made))]:
+            del sys.modules[name]
 
 
 def test_a_chapter_title_with_math_is_refused(tmp_path):

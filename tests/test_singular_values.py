@@ -8,6 +8,7 @@ import pytest
 
 from rcutil import checks, claims
 from rcutil.experiments import singular_values as sv
+from rcutil.experiments.singular_values import verdicts
 from rcutil.profiles import settings_for
 
 
@@ -23,8 +24,8 @@ def test_the_sweep_is_deterministic_and_weyl_holds(result):
     for a, b in zip(result.regimes, again.regimes):
         np.testing.assert_array_equal(a.sigma_min, b.sigma_min)
         assert a.weyl_lower.shape == a.sigma_min.shape == (41, 200)
-        assert (a.weyl_lower <= a.sigma_min * (1 + sv.RTOL)).all()
-    checks.require(sv.checks(result))
+        assert (a.weyl_lower <= a.sigma_min * (1 + verdicts.RTOL)).all()
+    checks.require(verdicts.checks(result))
 
 
 def _regime(result, scaling):
@@ -46,7 +47,7 @@ def _status(result):
 
 
 def test_the_claim_follows_from_the_collapsed_regime(result):
-    (claim,) = sv.claims(result)
+    (claim,) = verdicts.claims(result)
     assert claim.key == "lemma-residual" and claim.rule
     assert claim.status == _status(result) == claims.DEVIATION
 
@@ -101,21 +102,21 @@ def test_the_claim_flips_with_its_evidence_and_only_with_it(
     edited = _edited(result, scaling, field, beta, change)
     expected = claims.NOT_REPRODUCED if flips else claims.DEVIATION
     assert _status(edited) == expected
-    assert sv.claims(edited)[0].status == expected
+    assert verdicts.claims(edited)[0].status == expected
 
 
 def test_one_draw_below_the_gain_fails_the_acceptance_table(result):
     edited = _edited(result, "tau=d_qk", "sigma_min", 0.0, _one_draw_gains_50)
-    failed = [row.what for row in sv.checks(edited) if not row.ok]
+    failed = [row.what for row in verdicts.checks(edited) if not row.ok]
     assert len(failed) == 1 and "smallest gain" in failed[0]
 
 
 def test_the_weyl_onset_is_where_the_median_bound_turns_positive(result):
     reg = _regime(result, "tau=d_qk")
     median = np.median(reg.weyl_lower, axis=1)
-    onset = sv.weyl_onset(result, reg)
+    onset = verdicts.weyl_onset(result, reg)
     i = _row(result, onset)
     assert (median[i:] > 0).all() and median[i - 1] <= 0
     never = copy.deepcopy(result)
     _regime(never, "tau=d_qk").weyl_lower[-1] = -1.0
-    assert np.isnan(sv.weyl_onset(never, _regime(never, "tau=d_qk")))
+    assert np.isnan(verdicts.weyl_onset(never, _regime(never, "tau=d_qk")))

@@ -1,17 +1,17 @@
-"""Plain-text tables of the chapters' outputs (rcutil.tables)."""
+"""The book's table (rcutil.tables): aligned text when printed, MyST in a chapter."""
 
 import pytest
 
-from rcutil.tables import text_table
+from rcutil.tables import table
 
 
-def test_columns_align_text_left_and_numbers_right():
-    table = text_table(
+def test_printed_columns_align_text_left_and_numbers_right():
+    t = table(
         ["scaling", "smin", "rank"],
         [["tau=d_qk", 9.27e-4, 1.069], ["tau=1", 0.582, 4.864]],
         [".2e", ".2e", ".3f"],
     )
-    lines = table.splitlines()
+    lines = str(t).splitlines()
     assert lines == [
         "scaling       smin   rank",
         "tau=d_qk  9.27e-04  1.069",
@@ -21,10 +21,19 @@ def test_columns_align_text_left_and_numbers_right():
 
 
 def test_formats_apply_to_numbers_only_and_bools_stay_words():
-    table = text_table(
-        ["block", "error", "ok"], [["W_Q", 1.5e-9, True]], ["", ".1e", ""]
+    t = table(["block", "error", "ok"], [["W_Q", 1.5e-9, True]], ["", ".1e", ""])
+    assert str(t).splitlines()[1] == "W_Q    1.5e-09  True"
+    assert t.markdown().splitlines()[2] == "| W_Q | 1.5e-09 | True |"
+
+
+def test_in_a_chapter_it_is_a_myst_table_with_pipes_escaped():
+    t = table(["$\\beta$", "x"], [[0.5, "a | b"], [1, "c"]], [".2f", ""])
+    assert (
+        t._repr_markdown_()
+        == t.markdown()
+        == ("| $\\beta$ | x |\n|---|---|\n| 0.50 | a \\| b |\n| 1.00 | c |")
     )
-    assert table.splitlines()[1] == "W_Q    1.5e-09  True"
+    assert table(["a"], [["x \\| y"]]).markdown().endswith("| x \\| y |")
 
 
 @pytest.mark.parametrize(
@@ -36,4 +45,4 @@ def test_formats_apply_to_numbers_only_and_bools_stay_words():
 )
 def test_mismatched_shapes_are_named(header, rows, formats, match):
     with pytest.raises(ValueError, match=match):
-        text_table(header, rows, formats)
+        table(header, rows, formats)

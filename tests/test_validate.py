@@ -193,3 +193,20 @@ def test_an_integer_input_is_not_offered_an_integer_model():
         validate.inputs(torch.ones(1, 2, 4, dtype=torch.int64), 4, dtype=torch.float64)
     assert "X.to(torch.float64)" in str(error.value)
     assert "build the model" not in str(error.value)
+
+
+def test_finite_entries_whose_sum_overflows_pass_and_a_nan_does_not():
+    big = torch.tensor([1e308, 1e308, -1e308, 1e308], dtype=torch.float64)
+    validate.finite("Y", big, "the targets")  # the sum overflows, no entry does
+    big[2] = float("nan")
+    with pytest.raises(ValueError, match=r"Y \(the targets\) contains nan at index"):
+        validate.finite("Y", big, "the targets")
+
+
+def test_a_loss_that_overflowed_names_the_largest_residual():
+    F = torch.tensor([1e300, 0.0], dtype=torch.float64)
+    Y = torch.tensor([-1e300, 1.0], dtype=torch.float64)
+    with pytest.raises(ValueError, match="the loss is inf") as err:
+        validate.finite_loss(torch.tensor(math.inf), F, Y)
+    assert "largest |F - Y| is 2e+300" in str(err.value)
+    validate.finite_loss(torch.tensor(1.0), F, Y)  # a finite loss passes

@@ -1,18 +1,23 @@
-"""The book's experiments, one module per chapter, runnable from the chapter or from the
-CLI.
+"""The book's experiments, one package per chapter, run from the chapter or the CLI.
 
-An experiment module ``rcutil/experiments/<stem>.py`` holds science only:
+An experiment is a package ``rcutil/experiments/<stem>/`` in two modules:
 
-* ``SETTINGS``: one row per profile (see :mod:`rcutil.profiles`);
-* ``Result``: the dataclass of its result (a :class:`rcutil.results.Result`);
-* ``run(settings, *, device="cpu", progress=True) -> Result``: the computation;
-* ``claims(result) -> list[Claim]``: the paper's claims its chapter tests, each decided
-  by a rule of :mod:`rcutil.claims`;
-* optionally ``checks(result) -> list[Check]`` (the chapter's acceptance table, see
-  :mod:`rcutil.claims`) and ``data_files(settings) -> list[str]`` (the data files
-  ``run`` reads, by their :mod:`rcutil.data` names).
+* ``__init__.py``, the science: ``Settings`` (a frozen dataclass derived from
+  :class:`rcutil.profiles.Settings`) with one row per profile, ``CI``, ``BOOK`` and
+  ``PAPER``, gathered in ``SETTINGS``; ``Result``, the dataclass of its result (a
+  :class:`rcutil.results.Result` whose ``settings`` is of the type ``Settings``);
+  ``run(settings, *, device="cpu", progress=True) -> Result``, the computation, and
+  what it calls; optionally ``data_files(settings) -> list[str]`` (the data files
+  ``run`` reads, by their :mod:`rcutil.data` names);
+* ``verdicts.py``, what is decided on a result: ``checks(result) -> list[Check]`` (the
+  chapter's acceptance table, :mod:`rcutil.checks`), ``claims(result) -> list[Claim]``
+  (the paper's claims its chapter tests, each decided by a rule of
+  :mod:`rcutil.claims`), and the readings of the result that decide them.
 
-Its identity comes from where it lives, never from constants it repeats: the file name
+``run`` never reaches the verdicts, so a change to a check or a claim leaves the stored
+result's key (:func:`rcutil.results.science_fingerprint`) as it is.
+
+Its identity comes from where it lives, never from constants it repeats: the folder name
 gives the CLI name (``rank_collapse`` -> ``rank-collapse``), the JSON file
 (``rank_collapse.json``) and the chapter ``book/rank_collapse.md``, whose label is the
 CLI name; the chapter's heading gives the title; its place in ``_toc.yml`` gives the
@@ -33,18 +38,17 @@ from types import ModuleType
 
 #: The book's source tree, when ``rcutil`` runs from it (an installed wheel has none).
 BOOK_ROOT = Path(__file__).resolve().parents[2]
-#: What every experiment module defines.
-REQUIRED = ("SETTINGS", "run", "claims")
+#: What an experiment's package defines, and what its ``verdicts`` module defines.
+REQUIRED = ("SETTINGS", "Result", "run")
+REQUIRED_VERDICTS = ("checks", "claims")
 
 
 @dataclass(frozen=True)
 class Experiment:
     """One entry of the registry."""
 
-    stem: (
-        str  #: file name without ``.py``, e.g. ``"rank_collapse"``; also the JSON name
-    )
-    module: str  #: dotted module path
+    stem: str  #: folder name, e.g. ``"rank_collapse"``; also the JSON name
+    module: str  #: dotted path of the package: settings, result, run
     title: str  #: the chapter's heading, plain text
     order: int  #: place in ``_toc.yml``
 
@@ -54,18 +58,23 @@ class Experiment:
         return name_of(self.stem)
 
     @property
+    def verdicts(self) -> str:
+        """Dotted path of the module of checks and claims."""
+        return f"{self.module}.verdicts"
+
+    @property
     def chapter(self) -> str:
         """The label ``(name)=`` of the chapter ``book/<stem>.md``."""
         return self.name
 
 
 def name_of(stem: str) -> str:
-    """The CLI name of the module file ``<stem>.py``: underscores become hyphens."""
+    """The CLI name of the experiment ``<stem>``: underscores become hyphens."""
     return stem.replace("_", "-")
 
 
 def stem_of(module: ModuleType | str) -> str:
-    """The file name, without ``.py``, of an experiment module (or its dotted path)."""
+    """The folder name of an experiment package (or of its dotted path)."""
     return (module if isinstance(module, str) else module.__name__).rsplit(".", 1)[-1]
 
 
@@ -119,20 +128,37 @@ def chapter_title(stem: str, root: Path = BOOK_ROOT) -> str | None:
     return title
 
 
+def _missing(module: ModuleType, names) -> list[str]:
+    return [k for k in names if not hasattr(module, k)]
+
+
 @lru_cache(maxsize=1)
 def registry() -> tuple[Experiment, ...]:
     """Every experiment of the book, in the order of the book."""
     order = {Path(f).name: i for i, f in enumerate(toc_files())}
     found = []
     for info in pkgutil.iter_modules(__path__, prefix=__name__ + "."):
-        module = importlib.import_module(info.name)
-        missing = [k for k in REQUIRED if not hasattr(module, k)]
+        stem = stem_of(info.name)
+        if not info.ispkg:
+            raise TypeError(
+                f"{info.name} is a module in rcutil/experiments: an experiment is a "
+                f"package, rcutil/experiments/{stem}/__init__.py (settings, result, "
+                f"run) and rcutil/experiments/{stem}/verdicts.py (checks, claims)"
+            )
+        missing = _missing(importlib.import_module(info.name), REQUIRED)
+        try:
+            verdicts = importlib.import_module(f"{info.name}.verdicts")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{info.name}.verdicts":
+                raise
+            missing.append("verdicts.py")
+        else:
+            missing += [f"verdicts.{k}" for k in _missing(verdicts, REQUIRED_VERDICTS)]
         if missing:
             raise TypeError(
                 f"{info.name} is in rcutil/experiments but lacks "
                 f"{', '.join(missing)}: see the docstring of rcutil.experiments"
             )
-        stem = stem_of(info.name)
         title = chapter_title(stem)
         if title is not None and stem not in order:
             raise TypeError(
@@ -153,11 +179,11 @@ def available() -> list[str]:
 
 
 def entry(name: str | ModuleType) -> Experiment:
-    """The registry entry of an experiment, by CLI name or module; a ``ValueError``
-    lists the valid names."""
-    stem = stem_of(name) if isinstance(name, ModuleType) else None
+    """The registry entry of an experiment, by CLI name, package or verdicts module; a
+    ``ValueError`` lists the valid names."""
+    module = name.__name__ if isinstance(name, ModuleType) else None
     for e in registry():
-        if e.name == name or e.stem == stem:
+        if e.name == name or module in (e.module, e.verdicts):
             return e
     raise ValueError(
         f"unknown experiment {getattr(name, '__name__', name)!r}: choose one of "
@@ -166,8 +192,14 @@ def entry(name: str | ModuleType) -> Experiment:
 
 
 def load(name: str | ModuleType) -> ModuleType:
-    """The module of experiment ``name`` (a CLI name, or the module itself)."""
+    """The package of experiment ``name`` (a CLI name, or the package itself): its
+    settings, result and run."""
     return importlib.import_module(entry(name).module)
+
+
+def verdicts(name: str | ModuleType) -> ModuleType:
+    """The checks and claims of experiment ``name`` (a CLI name, or its package)."""
+    return importlib.import_module(entry(name).verdicts)
 
 
 def cached(name: str | ModuleType, profile: str | None = None, **kwargs):

@@ -5,88 +5,58 @@
   0;
 * a short full-batch GD run at a small step, for several beta, whose loss must fall at
   every step.
+
+Its checks and claim are in :mod:`rcutil.experiments.model.verdicts`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from .. import results
-from ..checks import Check
-from ..claims import Claim, status
-from ..model import Transformer, attention, ffn, squared_loss
-from ..train import gradient_descent
+from ... import profiles, results
+from ...model import Transformer, attention, ffn, squared_loss
+from ...train import gradient_descent
 
-SETTINGS = {
-    "ci": dict(
-        N=4,
-        n=6,
-        d=8,
-        d_qk=4,
-        d_F=16,
-        d_out=2,
-        steps=60,
-        mu=2e-3,
-        betas=[0.0, 0.5, 1.0],
-        seed=0,
-        fd_eps=1e-6,
-    ),
-    "book": dict(
-        N=8,
-        n=8,
-        d=16,
-        d_qk=8,
-        d_F=32,
-        d_out=2,
-        steps=300,
-        mu=1e-3,
-        betas=[0.0, 0.5, 1.0],
-        seed=0,
-        fd_eps=1e-6,
-    ),
-    "paper": dict(
-        N=16,
-        n=16,
-        d=64,
-        d_qk=16,
-        d_F=128,
-        d_out=4,
-        steps=1000,
-        mu=2e-4,
-        betas=[0.0, 0.5, 1.0],
-        seed=0,
-        fd_eps=1e-6,
-    ),
-}
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(profiles.Settings):
+    """The sizes of the chapter's problem and of its GD runs."""
+
+    N: int  #: samples
+    n: int  #: tokens per sample
+    d: int  #: width of a token
+    d_qk: int  #: width of queries and keys
+    d_F: int  #: width of the FFN
+    d_out: int  #: width of the output
+    steps: int  #: GD steps per beta
+    mu: float  #: GD step size
+    betas: tuple[float, ...]  #: residual strengths of the GD runs
+    seed: int
+    fd_eps: float  #: step of the central differences
+
+
+CI = Settings(
+    N=4, n=6, d=8, d_qk=4, d_F=16, d_out=2,
+    steps=60, mu=2e-3, betas=(0.0, 0.5, 1.0), seed=0, fd_eps=1e-6,
+)  # fmt: skip
+BOOK = replace(CI, N=8, n=8, d=16, d_qk=8, d_F=32, steps=300, mu=1e-3)
+PAPER = replace(CI, N=16, n=16, d=64, d_qk=16, d_F=128, d_out=4, steps=1000, mu=2e-4)
+SETTINGS = {"ci": CI, "book": BOOK, "paper": PAPER}
 
 
 def make_problem(
-    settings: dict, *, beta: float = 1.0, device="cpu", dtype=torch.float64
+    settings: Settings, *, beta: float = 1.0, device="cpu", dtype=torch.float64
 ):
     """A model and a regression problem ``(X, Y)`` of the sizes in ``settings``, all
     from its ``seed``."""
-    gen = torch.Generator().manual_seed(settings["seed"])
-    X = torch.randn(
-        settings["N"], settings["n"], settings["d"], generator=gen, dtype=torch.float64
-    )
-    Y = torch.randn(
-        settings["N"],
-        settings["n"],
-        settings["d_out"],
-        generator=gen,
-        dtype=torch.float64,
-    )
+    s = settings
+    gen = torch.Generator().manual_seed(s.seed)
+    X = torch.randn(s.N, s.n, s.d, generator=gen, dtype=torch.float64)
+    Y = torch.randn(s.N, s.n, s.d_out, generator=gen, dtype=torch.float64)
     model = Transformer(
-        settings["d"],
-        settings["d_qk"],
-        settings["d_F"],
-        settings["d_out"],
-        beta=beta,
-        seed=settings["seed"],
-        dtype=dtype,
-        device=device,
+        s.d, s.d_qk, s.d_F, s.d_out, beta=beta, seed=s.seed, dtype=dtype, device=device
     )
     return model, X.to(device=device, dtype=dtype), Y.to(device=device, dtype=dtype)
 
@@ -186,6 +156,7 @@ class Result(results.Result):
     """The chapter's numbers: gradient checks per parameter block (by name), the
     residual-strength variant per ``beta``, and GD per ``beta``."""
 
+    settings: Settings
     shapes: dict[str, list[int]]
     finite_difference_rel_error: dict[str, float]
     gradcheck: dict[str, bool]
@@ -193,7 +164,7 @@ class Result(results.Result):
     gd: list[GDRun]
 
 
-def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result:
+def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Result:
     """Every check of the model chapter for the profile's sizes."""
     model, X, Y = make_problem(settings, device=device)
     with torch.no_grad():
@@ -208,14 +179,14 @@ def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result
             for beta in (0.0, 0.5, 1.0)
         ]
     gd = []
-    for beta in settings["betas"]:
+    for beta in settings.betas:
         m, X_, Y_ = make_problem(settings, beta=beta, device=device)
         h = gradient_descent(
             m,
             X_,
             Y_,
-            mu=settings["mu"],
-            steps=settings["steps"],
+            mu=settings.mu,
+            steps=settings.steps,
             progress=progress,
             desc=f"GD beta={beta:g}",
         )
@@ -224,89 +195,9 @@ def run(settings: dict, *, device: str = "cpu", progress: bool = True) -> Result
         settings=settings,
         shapes={k: list(v) for k, v in model.shapes().items()},
         finite_difference_rel_error=finite_difference_errors(
-            model, X, Y, settings["fd_eps"]
+            model, X, Y, settings.fd_eps
         ),
         gradcheck=gradcheck_blocks(model, X, Y),
         variants=variants,
         gd=gd,
     )
-
-
-#: Largest relative difference of autograd and central differences the chapter accepts.
-FD_TOLERANCE = 1e-6
-#: Largest difference of the model and the paper's formula written out (float64).
-FORMULA_TOLERANCE = 1e-12
-
-
-def checks(result: Result) -> list[Check]:
-    """The chapter's acceptance checks."""
-    fd = result.finite_difference_rel_error
-    at = {v.beta: v.max_abs_diff for v in result.variants}
-    sigma0 = results.pick(result.gd, beta=0.0).sigma_min[0]
-    sigma1 = results.pick(result.gd, beta=1.0).sigma_min[0]
-    return [
-        Check(
-            "every parameter block has its gradient checked",
-            sorted(fd) == sorted(result.shapes),
-            "==",
-            True,
-        ),
-        Check(
-            "autograd against central differences, largest relative difference",
-            max(fd.values()),
-            "<=",
-            FD_TOLERANCE,
-        ),
-        Check(
-            "`torch.autograd.gradcheck` passes in every block",
-            all(result.gradcheck.values()),
-            "==",
-            True,
-        ),
-        *[
-            Check(
-                f"$\\beta = {b:g}$: model against the formula written out, largest "
-                f"difference",
-                at[b],
-                "<=",
-                FORMULA_TOLERANCE,
-            )
-            for b in (1.0, 0.0, 0.5)
-        ],
-        Check(
-            "GD: largest one-step ratio $\\Phi_{t+1}/\\Phi_t$ over every $\\beta$",
-            max(r.max_rate for r in result.gd),
-            "<",
-            1.0,
-        ),
-        Check(
-            "$\\sigma_{\\min}(Z_0)$ at $\\beta = 1$ over $\\beta = 0$",
-            sigma1 / sigma0,
-            ">",
-            10.0,
-        ),
-    ]
-
-
-def claims(result: Result) -> list[Claim]:
-    """The claim "the model is the paper's": every acceptance check of the chapter
-    holds."""
-    fd = max(result.finite_difference_rel_error.values())
-    diff = max(v.max_abs_diff for v in result.variants)
-    return [
-        Claim(
-            "model",
-            "The model",
-            r"$F(X) = (\mathrm{FFN}(\mathrm{Attn}(X) + X) + \mathrm{Attn}(X) + X)W_U$, "
-            r"softmax attention, a Lipschitz FFN; a residual strength "
-            r"$\beta\in[0, 1]$; the loss $\frac12\|F - Y\|_F^2$, plain GD",
-            f"gradients match finite differences to {fd:.1e} (relative) in every "
-            rf"block; $\beta = 1$ and $\beta = 0$ match the formulas written out to "
-            f"{diff:.1e}",
-            status(all(c.ok for c in checks(result)), deviation=True),
-            r"the equations are the paper's; the activation ($\tanh$), the temperature "
-            r"($\sqrt{d_{QK}}$), the initialisation and where $\beta$ enters a deep "
-            r"model are the book's choices",
-            rule="every acceptance check of the chapter holds",
-        )
-    ]
