@@ -9,8 +9,8 @@ one evaluation of a single model. Here every model follows the standard algorith
 recursion over its last ``memory`` pairs ``(s, y)``, the initial Hessian
 ``(s^T y / y^T y) I``, a backtracking (Armijo) line search from step 1 by quadratic
 interpolation, and a pair kept only when ``s^T y > 0``; the evaluations of all models
-are one call of :func:`rcutil.model.loss_and_gradient` (closed form on the CPU, its
-autograd twin elsewhere).
+are one forward pass of the stack (:meth:`rcutil.train.Stack.loss`) and its automatic
+differentiation.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from . import validate
-from .model import WEIGHTS, Stack, autograd_loss_and_gradient, loss_and_gradient
 from .progress import steps as loop
+from .train import Stack
 
 #: Armijo's sufficient-decrease constant.
 ARMIJO = 1e-4
@@ -45,12 +45,12 @@ class LBFGSHistory:
 
 
 def _flat(s: Stack) -> torch.Tensor:
-    return torch.cat([s.W[k].reshape(len(s.beta), -1) for k in WEIGHTS], dim=1)
+    return torch.cat([w.detach().reshape(len(s.beta), -1) for w in s.W.values()], 1)
 
 
 def _unflat(x: torch.Tensor, like: Stack) -> Stack:
     W, at = {}, 0
-    for k in WEIGHTS:
+    for k in like.W:
         shape = like.W[k].shape
         size = int(np.prod(shape[1:]))
         W[k] = x[:, at : at + size].reshape(shape)
@@ -75,14 +75,13 @@ def batched_lbfgs(
     its first one, or when no step lowers its loss (see :data:`TRIALS`)."""
     iterations = validate.positive_int("iterations", iterations)
     memory = validate.positive_int("memory", memory)
-    evaluate = (
-        loss_and_gradient if X.device.type == "cpu" else autograd_loss_and_gradient
-    )
     B = len(stack.beta)
 
     def f(x):
-        out = evaluate(_unflat(x, stack), X, Y)
-        return out.loss, torch.cat([out.grad[k].reshape(B, -1) for k in WEIGHTS], 1)
+        s = _unflat(x, stack).trainable()
+        loss, _ = s.loss(X, Y)
+        grads = torch.autograd.grad(loss.sum(), list(s.W.values()))
+        return loss.detach(), torch.cat([g.reshape(B, -1) for g in grads], 1)
 
     x = _flat(stack).clone()
     fx, g = f(x)

@@ -327,7 +327,7 @@ class Ensemble:
         for k, m in enumerate(models):  # each model reads and writes its member
             for name, p in m.named_parameters():
                 p.data = self.params[name].detach()[k]
-        self.models, self.grad_clip = models, settings["grad_clip"]
+        self.models, self.grad_clip = models, settings.grad_clip
         self.optimizers = [
             make_optimizer(m, settings, lr) for m, lr in zip(models, lrs)
         ]
@@ -395,10 +395,10 @@ def train(
     desc: str = "",
 ) -> list[dict]:
     """Train the models ``members`` of one architecture (``init``, ``layers``,
-    ``residual``) for ``settings["steps"]`` steps, as one :class:`Ensemble`.
+    ``residual``) for ``settings.steps`` steps, as one :class:`Ensemble`.
 
     Every member draws its own batches (:class:`Batches` from its seed) in the order of
-    ``settings["data_seed"]``, so that all members' batches have the same shape at
+    ``settings.data_seed``, so that all members' batches have the same shape at
     every step. With ``record``, each member is evaluated at step 0 and every
     ``eval_every`` steps (ranks included) and on dev at the end; without it, only its
     final training loss and error. The host reads the losses only at an evaluation.
@@ -426,10 +426,10 @@ def train(
     batches = [
         Batches(
             data["train"],
-            settings["batch_size"],
+            settings.batch_size,
             m.seed,
             device,
-            order_seed=settings["data_seed"],
+            order_seed=settings.data_seed,
         )
         for m in members
     ]
@@ -458,8 +458,8 @@ def train(
                 curve["stable_rank"].append(tr["stable_rank"])
                 curve["effective_rank"].append(tr["effective_rank"])
 
-    start, total, done = time.perf_counter(), settings["steps"], 0
-    every = settings["eval_every"] if record else total
+    start, total, done = time.perf_counter(), settings.steps, 0
+    every = settings.eval_every if record else total
     if record:
         measure(0, None)
     tag = desc or f"L={layers} {'w' if residual else 'wo'}, {len(members)} models"

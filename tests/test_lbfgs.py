@@ -6,7 +6,8 @@ import scipy.optimize
 import torch
 
 from rcutil.lbfgs import batched_lbfgs
-from rcutil.model import WEIGHTS, Transformer, loss_and_gradient, stack
+from rcutil.model import Transformer
+from rcutil.train import stack
 
 
 def problem(B=3, N=4, n=3, d=3, seed=0):
@@ -29,8 +30,8 @@ def test_every_model_of_the_stack_follows_its_own_run_alone():
     for b in range(len(s.beta)):
         alone = batched_lbfgs(s.select([b]), X, Y, iterations=40)
         np.testing.assert_allclose(together.loss[b], alone.loss[0], rtol=1e-9)
-        for k in WEIGHTS:
-            torch.testing.assert_close(together.final.W[k][b], alone.final.W[k][0])
+        for k, w in together.final.W.items():
+            torch.testing.assert_close(w[b], alone.final.W[k][0])
 
 
 def test_the_loss_never_rises_and_the_gradient_vanishes():
@@ -42,8 +43,8 @@ def test_the_loss_never_rises_and_the_gradient_vanishes():
     assert (np.diff(h.loss, axis=1) <= 0).all()
     assert (h.grad_norm[:, -1] < 1e-9 * h.grad_norm[:, 0]).all()
     assert (h.loss[:, -1] < 1e-20).all()
-    final = loss_and_gradient(h.final, X, Y)
-    np.testing.assert_allclose(final.loss.numpy(), h.loss[:, -1], rtol=1e-9)
+    final, _ = h.final.loss(X, Y)
+    np.testing.assert_allclose(final.detach().numpy(), h.loss[:, -1], rtol=1e-9)
     assert 151 <= h.evaluations < 4 * 151
 
 
@@ -52,19 +53,20 @@ def test_it_gets_as_low_as_scipys_l_bfgs_from_the_same_start():
     L-BFGS-B reaches with tight tolerances, and well below the start (the model at
     beta = 0 in a problem where scipy fits every model)."""
     s, X, Y = problem(B=1, seed=3)
-    shapes = {k: s.W[k].shape for k in WEIGHTS}
+    shapes = {k: w.shape for k, w in s.W.items()}
 
     def fg(x):
         W, at = {}, 0
-        for k in WEIGHTS:
-            size = int(np.prod(shapes[k]))
-            W[k] = torch.from_numpy(x[at : at + size].reshape(shapes[k]))
+        for k, shape in shapes.items():
+            size = int(np.prod(shape))
+            W[k] = torch.from_numpy(x[at : at + size].reshape(shape))
             at += size
-        out = loss_and_gradient(s._replace(W=W), X, Y)
-        grad = np.concatenate([out.grad[k].numpy().ravel() for k in WEIGHTS])
-        return float(out.loss[0]), grad
+        one = s._replace(W=W).trainable()
+        loss, _ = one.loss(X, Y)
+        grads = torch.autograd.grad(loss.sum(), list(one.W.values()))
+        return float(loss[0]), np.concatenate([g.numpy().ravel() for g in grads])
 
-    x0 = np.concatenate([s.W[k].numpy().ravel() for k in WEIGHTS])
+    x0 = np.concatenate([w.numpy().ravel() for w in s.W.values()])
     options = dict(gtol=1e-12, ftol=1e-15, maxiter=5000)
     ref = scipy.optimize.minimize(fg, x0, jac=True, method="L-BFGS-B", options=options)
     assert ref.fun < 1e-10 * fg(x0)[0]  # scipy fits it

@@ -2,15 +2,18 @@
 same model alone, batches that can be stacked, and a member that diverges."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 from rcutil import sst2_train as recipe
+from rcutil.experiments import sst2
 from rcutil.sst2_data import EOS_ID, to_compact, vocabulary
 
 #: A tiny model and recipe (float32 unless a test asks for float64).
-SETTINGS = dict(
+SETTINGS = replace(
+    sst2.CI,
     d_model=16,
     n_head=2,
     d_ff=32,
@@ -18,11 +21,6 @@ SETTINGS = dict(
     steps=12,
     eval_every=4,
     warmup=0.2,
-    min_lr_ratio=0.1,
-    weight_decay=0.01,
-    betas=[0.9, 0.999],
-    grad_clip=1.0,
-    precision="float32",
     data_seed=0,
 )
 
@@ -72,7 +70,7 @@ def test_a_stacked_member_steps_as_the_same_model_alone_float64():
         alone.append(
             [
                 float(recipe.train_step(m, opt, sched, *b.next(), grad_clip=1.0))
-                for _ in range(SETTINGS["steps"])
+                for _ in range(SETTINGS.steps)
             ]
         )
         weights.append(m.state_dict())
@@ -83,7 +81,7 @@ def test_a_stacked_member_steps_as_the_same_model_alone_float64():
     )
     streams = [batches(s) for s, _, _ in members]
     stacked = []
-    for _ in range(SETTINGS["steps"]):
+    for _ in range(SETTINGS.steps):
         x, n, y = (torch.stack(t) for t in zip(*(b.next() for b in streams)))
         stacked.append(ensemble.step(x, n, y))
     stacked = torch.stack(stacked).T
