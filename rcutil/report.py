@@ -246,6 +246,8 @@ def markdown_table(rows: list[Claim], *, short: bool = False) -> str:
     """The rows as :func:`render` shows them (``short``: one line per claim); the name
     of the first rendering, kept for the chapters that call it."""
     return render(rows, brief=short)
+
+
 def table(rows: list[Claim], *, short: bool = False) -> Table:
     """The rows as the book's table; ``short`` keeps claim, status and chapter only."""
     if short:

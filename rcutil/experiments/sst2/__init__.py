@@ -166,9 +166,13 @@ def check_settings(settings: Settings) -> None:
         raise ValueError(
             f"control_seeds must lie in [1, {len(s.seeds)}], got {s.control_seeds}"
         )
-    if s.long_steps is not None and not 1 <= s.long_seeds <= len(s.seeds):
+    if len(s.seeds) < 2:
         raise ValueError(
-            f"long_seeds must lie in [1, {len(s.seeds)}], got {s.long_seeds}"
+            f"seeds {s.seeds}: the claims compare seeds, so give at least two"
+        )
+    if s.long_steps is not None and not 2 <= s.long_seeds <= len(s.seeds):
+        raise ValueError(
+            f"long_seeds must lie in [2, {len(s.seeds)}], got {s.long_seeds}"
         )
     grids = [(f"lr_grid[{i!r}]", g, ("w", "wo")) for i, g in s.lr_grid.items()]
     if s.long_steps is not None:
@@ -181,7 +185,7 @@ def check_settings(settings: Settings) -> None:
                     f"{name}.{arm} needs one non-empty grid per depth {s.layers}, got "
                     f"{per_depth!r}"
                 )
-            off = [r for g in per_depth for r in g if not on_ladder(r)]
+            off = sorted({r for g in per_depth for r in g if not on_ladder(r)})
             if off:
                 raise ValueError(
                     f"{name}.{arm}: the rates {off} are not on RATE_LADDER (1 or 3 "

@@ -140,12 +140,14 @@ def depth_decision(
 ) -> rules.Decision:
     """The rule on :func:`depth_part`, with the floor guard on the training error."""
     floor = depth_at_floor(result, init, budget) if measure == "error" else []
+    why = (
+        f"at {budget:,} steps the training error of L = {', '.join(map(str, floor))} "
+        f"is within {FLOOR_ERROR} of zero, so a deeper model cannot end lower"
+    )
     return rules.decision(
         depth_part(result, init, budget, measure),
         measurable=not floor,
-        why_not_measurable=f"at {budget:,} steps the training error of L = "
-        f"{', '.join(map(str, floor))} is within {FLOOR_ERROR} of zero, so a deeper "
-        "model cannot end lower",
+        why_not_measurable=why if floor else "",
     )
 
 
@@ -193,13 +195,12 @@ def _claims_of(result: Result, init: str) -> list[rules.Claim]:
         if wo[L].final_error.mean() <= FLOOR_ERROR
         or min(w[L].final_error.mean(), wo[L].final_error.mean()) >= stalled
     ]
-    d_lower = rules.decision(
-        lower,
-        measurable=not floor,
-        why_not_measurable=f"at L = {', '.join(map(str, floor))} the arm without "
-        f"residuals is within {FLOOR_ERROR} of zero error, or both arms end within "
-        f"{BARELY_MARGIN} of the majority-label error",
+    why = (
+        f"at L = {', '.join(map(str, floor))} the arm without residuals is within "
+        f"{FLOOR_ERROR} of zero error, or both arms end within {BARELY_MARGIN} of the "
+        "majority-label error"
     )
+    d_lower = rules.decision(lower, measurable=not floor, why_not_measurable=why)
     claim_lower = rules.Claim(
         f"sst2-lower{tag}",
         f"SST-2{where}: residuals give lower training error at every depth",
