@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(abspath $(VENV))/bin
 export PATH := $(abspath $(BIN)):$(PATH)
-# one thread policy for the whole book: OpenBLAS single-threaded (see rcutil/threads.py)
+# one thread policy for the whole book: OpenBLAS single-threaded (see rcutil/threads.py;
+# the entry points set it, rcutil/entry.py; a kernel of make lab gets it from here)
 export OPENBLAS_NUM_THREADS := 1
 export PYTHONHASHSEED := 0
 # chapters execute two at a time (and unit tests run on two workers): one torch thread each
@@ -29,8 +30,10 @@ JB_CACHE   = $(OUT)/_build/.jupyter_cache
 
 # The arguments, checked before any recipe runs or creates anything; the recipes quote
 # them as well (tests/test_make.py). PROFILE is one of the profiles; every word of
-# CHAPTERS names files; NAME (make chapter) is the file name of a chapter in book/,
-# without .md, made of letters, digits, - and _ only.
+# CHAPTERS names a .md file in $(BOOK_ROOT)/book, and reaches the runner through the
+# environment, never through the shell; NAME (make chapter) is the file name of a
+# chapter in book/, without .md, made of letters, digits, - and _ only; BOOK_ROOT and
+# OUT hold no quote.
 PROFILES := ci book paper
 _PROFILE_FIX = ($(origin PROFILE)): set PROFILE to one of $(PROFILES)
 ifneq ($(words $(PROFILE)),1)
@@ -38,9 +41,19 @@ $(error PROFILE='$(PROFILE)' is not one profile $(_PROFILE_FIX))
 else ifeq ($(filter $(PROFILES),$(PROFILE)),)
 $(error unknown PROFILE=$(PROFILE) $(_PROFILE_FIX))
 endif
+ifneq ($(findstring ',$(BOOK_ROOT)$(OUT)),)
+$(error BOOK_ROOT='$(BOOK_ROOT)' or OUT='$(OUT)' holds a quote: name folders without one)
+endif
 _NO_FILE = $(strip $(foreach c,$(CHAPTERS),$(if $(wildcard $(c)),,$(c))))
 ifneq ($(_NO_FILE),)
 $(error CHAPTERS names no file $(_NO_FILE): list chapter files such as book/model.md)
+endif
+_BOOK_DIR := $(abspath $(BOOK_ROOT)/book)
+_OUTSIDE = $(strip $(foreach c,$(CHAPTERS),$(if \
+             $(filter $(_BOOK_DIR)/%.md,$(abspath $(c))),,$(c))))
+ifneq ($(_OUTSIDE),)
+$(error CHAPTERS names $(_OUTSIDE), not a .md file in $(BOOK_ROOT)/book: list chapter \
+        files such as book/model.md)
 endif
 _SAFE := a b c d e f g h i j k l m n o p q r s t u v w x y z \
          A B C D E F G H I J K L M N O P Q R S T U V W X Y Z 0 1 2 3 4 5 6 7 8 9 _ -
@@ -91,14 +104,18 @@ unit:
 	RCUTIL_PROFILE=ci $(BIN)/python -m pytest -q -n 2 --ignore=tests/site tests
 
 ## every chapter executed once, two at a time; the outputs go to the build's cache (a cell that raises fails here)
+# the chapter files travel in CHAPTER_FILES: the shell splits it into words (set -f: no
+# globbing) and never reads a quote or a command in a name
+execute: export CHAPTER_FILES = $(wildcard $(CHAPTERS))
 execute:
 	rm -rf '$(JB_CACHE)'
-	RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/python' scripts/execute_chapters.py \
-	  --cache '$(JB_CACHE)' $(foreach c,$(wildcard $(CHAPTERS)),'$(c)')
+	set -f; RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/python' scripts/execute_chapters.py \
+	  --cache '$(JB_CACHE)' -- $$CHAPTER_FILES
 
-## the website from the executed chapters: -W -n, a failing cell or a warning fails it
+## the website from the executed chapters: -W -n, a failing cell or a warning fails it; built
+## afresh (Sphinx would keep the page of an unchanged chapter with the outputs of an older run)
 build:
-	rm -rf '$(OUT)/_build/html'
+	rm -rf '$(OUT)/_build/html' '$(OUT)/_build/.doctrees'
 	RCUTIL_PROFILE='$(PROFILE)' '$(BIN)/jupyter-book' build -W -n --keep-going \
 	  --path-output '$(OUT)' '$(BOOK_ROOT)'
 
@@ -120,14 +137,17 @@ chapter: install
 	  --path-output '$(CHAPTER_OUT)' --toc '$(CHAPTER_OUT)/_toc.yml' .
 	@echo 'Open $(CHAPTER_OUT)/_build/html/book/$(NAME).html in a browser.'
 
-## make lab: JupyterLab, where book/*.md open as notebooks (jupytext); LAB_ARGS="--no-browser --port=8899" to pass options
+## make lab: JupyterLab, where book/*.md open as notebooks (jupytext), their kernels with the
+## book's thread policy (OpenBLAS on one thread, torch on RCUTIL_TORCH_THREADS); LAB_ARGS="--no-browser --port=8899" to pass options
 LAB_ARGS ?=
 lab: install
 	$(BIN)/python -m pip install --quiet "jupyterlab>=4"
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' \
 	  > $(VENV)/share/jupyter/lab/settings/overrides.json
-	$(BIN)/jupyter lab $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS) book
+	$(BIN)/python -c "from rcutil.entry import check_main; raise SystemExit(check_main('make lab'))"
+	OMP_NUM_THREADS="$$RCUTIL_TORCH_THREADS" \
+	  $(BIN)/jupyter lab $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS) book
 
 ## the Chrome or Chromium this machine has, with a matching chromedriver ($CHROME, $CHROMEDRIVER);
 ## on Debian, apt installs chromium and chromium-driver when missing; elsewhere one line says what to install

@@ -38,9 +38,13 @@ import statistics
 import sys
 import time
 
-import torch
+from rcutil import threads
 
-import rcutil  # noqa: F401  (sets the thread policy before numpy)
+threads.single_threaded_blas()  # the book's thread policy, before torch loads numpy
+
+import torch  # noqa: E402
+
+threads.apply_environment()
 
 
 def hf_classifier(transformers, settings, layers: int, vocab_size: int):

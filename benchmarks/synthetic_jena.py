@@ -28,9 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-import rcutil  # noqa: F401  (thread policy before numpy's first use)
-from rcutil import data, jena_data
-from rcutil.jena_data import N_ROWS
+from rcutil import threads
+
+threads.single_threaded_blas()  # the book's thread policy, before numpy loads
+
+from rcutil import data, jena_data  # noqa: E402
+from rcutil.jena_data import N_ROWS  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from synthetic_jena import synthetic_series, write_csv  # noqa: E402

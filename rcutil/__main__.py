@@ -7,25 +7,33 @@ from the same stored result. Everything a user can get wrong (the profile, the d
 and whether torch can compute on it, the output folder, its free space and whether the
 result file can be replaced, the data files) is checked before the run starts; an error
 is one line on stderr and a non-zero exit (``--debug`` shows the traceback), and Ctrl-C
-exits with 130 and one line (see :func:`rcutil._exit_on_interrupt`).
+exits with 130 and one line (see :func:`rcutil.entry.exit_on_interrupt`).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import errno
-import os
-import shutil
-import signal
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-from . import PROG, _exit_on_interrupt, experiments
-from .profiles import PROFILES, active_profile, settings_for
-from .results import read_json, write_json
+from . import entry
+
+PROG = "python -m rcutil"
+if __name__ == "__main__" and "--debug" not in sys.argv:
+    # the policy of this entry point, before numpy or torch load
+    entry.set_up(PROG)
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import errno  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from . import experiments, files, threads  # noqa: E402
+from .profiles import PROFILES, active_profile, settings_for  # noqa: E402
+from .store import read_json, write_json  # noqa: E402
 
 #: Free space a run needs in its output folder, checked before it starts: the largest
 #: result file (Jena, profile paper) and the figures take a few tens of MiB.
@@ -50,11 +58,8 @@ def check_replaceable(target: Path) -> None:
     so ``target`` itself is never touched. Without hard links nothing can be told."""
     if not target.is_file() or target.is_symlink():
         return
-    fd, tmp = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
-    )
-    os.close(fd)
-    link = Path(f"{tmp}.link")
+    tmp = files.temporary(target)
+    link = tmp.with_name(f"{tmp.stem}.link.tmp")
     try:
         os.link(target, link)
         os.replace(tmp, link)
@@ -90,10 +95,11 @@ def _unwritable(out: Path, exc: OSError) -> ValueError:
     )
 
 
-def check_out(text: str, json_name: str) -> Path:
+def check_out(text: str, json_name: str, created: list | None = None) -> Path:
     """The output folder ``text`` (the value of ``--out``), checked: a folder this user
     can write to (created when missing), with room for the result, and whose result
-    file ``<json_name>.json`` can be replaced."""
+    file ``<json_name>.json`` can be replaced. The folders it creates are added to
+    ``created``."""
     if not text.strip():
         raise ValueError(
             "--out is empty: name a folder for the results, e.g. --out out"
@@ -103,10 +109,10 @@ def check_out(text: str, json_name: str) -> Path:
         raise ValueError(
             f"--out {out} is a file, not a folder: choose a folder for the results"
         )
-    created = [p for p in (out, *out.parents) if not p.exists() and not p.is_symlink()]
+    made = [p for p in (out, *out.parents) if not p.exists() and not p.is_symlink()]
     try:
         out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:  # a file or a broken link on the way
+    except (FileExistsError, NotADirectoryError):  # a file or a broken link on the way
         raise ValueError(
             f"--out {out} cannot be made a folder ({_culprit(out)}): "
             f"choose another --out"
@@ -128,30 +134,24 @@ def check_out(text: str, json_name: str) -> Path:
         check_space(out)
         check_replaceable(target)
     except BaseException:
-        for folder in created:  # a refused --out leaves nothing behind
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        remove_empty(made)  # a refused --out leaves nothing behind
         raise
+    if created is not None:
+        created.extend(made)
     return out
 
 
-def check_usable(device) -> None:
-    """Refuse a device torch names but cannot compute on (a driver or a build that does
-    not fit the hardware): one small computation, read back, before the run."""
-    import torch
-
-    try:
-        float((torch.ones(2, device=device) * 2).sum().item())
-    except (RuntimeError, NotImplementedError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-        raise ValueError(
-            f"device {str(device)!r} cannot run a computation ({first}): "
-            f"use cpu, or a device this torch build supports"
-        ) from None
+def remove_empty(folders: list[Path]) -> None:
+    """Remove the folders of ``folders`` (innermost first) that are still empty."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def write_error(what: str, exc: OSError) -> OSError:
     """An ``OSError`` at write time, as one line naming the file and the fix."""
+    if isinstance(exc, files.WriteError):  # it says so already
+        return exc
     where = exc.filename or what
     fix = (
         "free some space there or choose another --out"
@@ -164,15 +164,16 @@ def write_error(what: str, exc: OSError) -> OSError:
 @contextlib.contextmanager
 def interrupts_raise():
     """Ctrl-C raises KeyboardInterrupt in this block, whatever the handler outside
-    (:func:`rcutil._exit_on_interrupt`): a write it interrupts removes its temporary
-    file."""
+    (:func:`rcutil.entry.exit_on_interrupt`): a write it interrupts removes its
+    temporary file."""
     outside = signal.getsignal(signal.SIGINT)
-    if outside is _exit_on_interrupt:
+    ours = entry.handles_interrupts()
+    if ours:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
-        if outside is _exit_on_interrupt:
+        if ours:
             signal.signal(signal.SIGINT, outside)
 
 
@@ -187,45 +188,58 @@ def one_line(exc: BaseException) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import results
+    from . import store
     from .data import find
-    from .validate import device as check_device
 
     profile = active_profile(args.profile)
-    check_usable(check_device(args.device))
-    entry = experiments.entry(args.experiment)
+    # every variable and the device, before anything is created
+    entry.check_environment(device=args.device)
+    threads.apply_environment()
+    experiment = experiments.entry(args.experiment)
     module = experiments.load(args.experiment)
     settings = settings_for(module.SETTINGS, profile)
     if args.estimate:
         from .estimate import format_table, project
 
-        projection = project(module, settings, device=args.device)
+        projection = project(
+            module,
+            settings,
+            device=args.device,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
+        )
         print(format_table(args.experiment, profile, args.device, projection))
         return 0
-    out = check_out(args.out, entry.stem)
-    if hasattr(module, "data_files"):  # present, verified, or downloaded now
-        for rel in module.data_files(settings):
-            find(rel, progress=not args.no_progress)
-    start = time.perf_counter()
-    stored = results.store(
-        module,
-        profile,
-        device=args.device,
-        progress=not args.no_progress,
-        refresh=args.fresh,
-    )
+    created: list[Path] = []
+    out = check_out(args.out, experiment.stem, created)
+    try:
+        if hasattr(module, "data_files"):  # present, verified, or downloaded now
+            for rel in module.data_files(settings):
+                find(rel, progress=not args.no_progress)
+        start = time.perf_counter()
+        stored = store.store(
+            module,
+            profile,
+            device=args.device,
+            progress=not args.no_progress,
+            refresh=args.fresh,
+        )
+    except BaseException:
+        remove_empty(created)  # a run that fails leaves no empty --out behind
+        raise
     seconds = time.perf_counter() - start
-    target = out / f"{entry.stem}.json"
-    with interrupts_raise():
+    target = out / f"{experiment.stem}.json"
+    fix = "free some space there or choose another --out"
+    with interrupts_raise(), files.locked(target, fix=fix):
+        files.remove_leftovers(target)  # what a killed write left
         try:
-            path = write_json(read_json(stored), target)
+            path = write_json(read_json(stored), target, fix=fix)
         except OSError as exc:
             raise write_error(str(target), exc) from exc
     print(f"wrote {path} ({seconds:.1f} s, profile {profile}; stored as {stored})")
     device = "" if args.device == "cpu" else f" RCUTIL_DEVICE={args.device}"
     print(
-        f"its figures: the chapter book/{entry.stem}.md draws them from the stored "
-        f"result (make chapter NAME={entry.stem} PROFILE={profile}{device})"
+        f"its figures: the chapter book/{experiment.stem}.md draws them from the "
+        f"stored result (make chapter NAME={experiment.stem} PROFILE={profile}{device})"
     )
     return 0
 

@@ -32,6 +32,7 @@ kept, unchanged, for the chapters that still use them.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -264,6 +265,40 @@ def _statistic(design: str, sizes: Sequence[int]):
     return lambda *xs, axis: sum(cj * x.mean(axis) for cj, x in zip(c, xs)) / scale
 
 
+def _listed_null(design, data, sizes, statistic) -> np.ndarray:
+    """The statistic of every rearrangement, listed (for an arm of a single seed, which
+    :func:`scipy.stats.permutation_test` refuses; there are few): shape
+    ``(rearrangements, *batch, 2)``."""
+    if design == PAIRED:
+        (x,) = data  # (*batch, 2, n): the differences and their scores
+        signs = np.array(list(itertools.product([1.0, -1.0], repeat=sizes[0])))
+        signs = signs.reshape((len(signs),) + (1,) * (x.ndim - 1) + (sizes[0],))
+        return statistic(x[None] * signs, axis=-1)
+    if design == PAIRED_TREND:
+        y = np.stack(data)  # (levels, *batch, 2, seeds)
+        orders = list(itertools.permutations(range(len(sizes))))
+        out = []
+        for choice in itertools.product(orders, repeat=sizes[0]):
+            z = np.stack([y[list(order), ..., i] for i, order in enumerate(choice)], -1)
+            out.append(statistic(*z, axis=-1))
+        return np.stack(out)
+    pooled = np.concatenate(data, axis=-1)  # (*batch, 2, seeds)
+
+    def splits(rest, j):
+        if j == len(sizes) - 1:
+            yield list(rest)
+            return
+        for pick in itertools.combinations(rest, sizes[j]):
+            left = [i for i in rest if i not in pick]
+            for tail in splits(left, j + 1):
+                yield list(pick) + tail
+
+    order = np.array(list(splits(list(range(pooled.shape[-1])), 0)))
+    z = np.moveaxis(pooled[..., order], -2, 0)  # (rearrangements, *batch, 2, seeds)
+    edges = np.cumsum(sizes)[:-1]
+    return statistic(*np.split(z, edges, axis=-1), axis=-1)
+
+
 def permutation_tests(
     design: str,
     samples: Sequence[np.ndarray],
@@ -327,31 +362,42 @@ def permutation_tests(
         )
         kind = "independent" if design in (TWO_ARMS, TREND) else "samples"
     total = group_size(design, sizes)
-    exact = total <= exact_limit
-    res = stats.permutation_test(
-        data,
-        _statistic(design, sizes),
-        permutation_type=kind,
-        vectorized=True,
-        n_resamples=np.inf if exact else resamples,
-        alternative="greater",
-        axis=-1,
-        rng=np.random.default_rng(seed),
-    )
-    null = np.asarray(res.null_distribution)  # (rearrangements, *batch, 2)
-    t0 = np.asarray(_statistic(design, sizes)(*data, axis=-1))  # (*batch, 2)
+    statistic = _statistic(design, sizes)
+    t0 = np.asarray(statistic(*data, axis=-1))  # (*batch, 2)
     T0, S0 = t0[..., 0], t0[..., 1]
+    # scipy's tolerance for ties of the statistic
+    gamma = np.abs(np.finfo(float).eps * 100 * T0)
+    if min(sizes) >= 2:
+        exact = total <= exact_limit
+        res = stats.permutation_test(
+            data,
+            statistic,
+            permutation_type=kind,
+            vectorized=True,
+            n_resamples=np.inf if exact else resamples,
+            alternative="greater",
+            axis=-1,
+            rng=np.random.default_rng(seed),
+        )
+        null = np.asarray(res.null_distribution)  # (rearrangements, *batch, 2)
+        p_greater = np.asarray(res.pvalue)[..., 0]
+    else:  # scipy's test needs two seeds per arm: the few rearrangements, listed
+        exact = True
+        null = _listed_null(design, data, sizes, statistic)
+        p_greater = (null[..., 0] >= T0 - gamma).sum(axis=0) / total
     T, S = null[..., 0], null[..., 1]
     adj = 0 if exact else 1
     size = (total if exact else resamples) + adj
-    # scipy's tolerance for ties of the statistic
-    gamma = np.abs(np.finfo(float).eps * 100 * T0)
     e = T - T0  # (rearrangements, *batch)
     s = S0 - S  # >= 0: the observed split moves most with theta
     same = s <= 1e-9 * np.maximum(np.abs(S0), 1.0)
     s_safe = np.where(same, 1.0, s)
-    lower_crit = np.where(same, np.inf, -(e + gamma) / s_safe)
-    upper_crit = np.where(same, -np.inf, (gamma - e) / s_safe)
+    # a rearrangement counts towards p_greater(theta) from theta = -e / s on, towards
+    # p_less(theta) up to it; a tie within scipy's tolerance counts at theta = 0 on
+    # both sides, as in scipy's p-values
+    crit = np.where(np.abs(e) <= gamma, 0.0, -e / s_safe)
+    lower_crit = np.where(same, np.inf, crit)
+    upper_crit = np.where(same, -np.inf, crit)
     allowed = (
         math.floor(level * size + 1e-9) - adj
     )  # rearrangements a p <= level allows
@@ -370,7 +416,6 @@ def permutation_tests(
     fixed_high = (same & (e <= gamma)).sum(axis=0)
     low = bound(lower_crit, fixed_low, 1) + shift
     high = bound(upper_crit, fixed_high, -1) + shift
-    p_greater = np.asarray(res.pvalue)[..., 0]
     # the other side from the same null distribution, by scipy's rule
     p_less = ((T <= T0 + gamma).sum(axis=0) + adj) / size
     return dict(
@@ -468,6 +513,11 @@ class Part:
         """The mean of each arm (level)."""
         return tuple(float(np.mean(v)) for v in self.values)
 
+    @property
+    def points_against(self) -> bool:
+        """Whether the estimate lies on the other side of ``shift`` than claimed."""
+        return (self.estimate - self.shift) * _sign(self.direction) < 0
+
     def holds(self, level: float) -> bool:
         return self.p <= level
 
@@ -486,8 +536,8 @@ class Part:
         return " + ".join(str(k) for k in n) + " seeds"
 
     def line(self, digits: int = 3) -> str:
-        """``label −0.031 [−0.052, −0.012], p = 0.004``."""
-        label = f"{self.label} " if self.label else ""
+        """``label: −0.031 [−0.052, −0.012], p = 0.004``."""
+        label = f"{self.label}: " if self.label else ""
         return (
             f"{label}{num(self.estimate, digits)} [{num(self.low, digits)}, "
             f"{num(self.high, digits)}], p = {self.p:.2g}"
@@ -736,10 +786,10 @@ class Decision:
             return f"{names(rev)} goes the other way"
         if held:
             return (
-                f"{names(held)} holds, the rest is not resolved; "
+                f"{names(held)} holds, the rest is not resolved; it would take "
                 + self.it_would_take()
             )
-        return "not resolved either way; " + self.it_would_take()
+        return "not resolved either way; it would take " + self.it_would_take()
 
     def it_would_take(self) -> str:
         """What it would take to resolve the observed effect (:func:`seeds_needed`),
@@ -753,7 +803,7 @@ class Decision:
             return "more than seeds can give: the observed effect is zero"
         if n > MOST_SEEDS:
             return f"more than {MOST_SEEDS:,} seeds {per}"
-        wrong = any((p.estimate - p.shift) * _sign(p.direction) < 0 for p in self.parts)
+        wrong = any(p.points_against for p in self.parts)
         toward = "against the claim" if wrong else "for the claim"
         return (
             f"about {n:,} seeds {per} to resolve the observed effect ({toward}) "
@@ -790,26 +840,20 @@ def seeds_needed(d: Decision, power_: float = POWER) -> int | None:
     observed effect needed for that verdict is zero or the spread cannot be estimated
     (one seed); ``MOST_SEEDS + 1`` when more than :data:`MOST_SEEDS` would be
     needed."""
-    wrong = [p for p in d.parts if (p.estimate - p.shift) * _sign(p.direction) < 0]
-    if wrong:
-        targets, alpha, need = wrong, d.level / d.k, "any"
-    else:
-        targets, alpha, need = list(d.parts), d.level, "all"
+    wrong = [p for p in d.parts if p.points_against]
+    targets = wrong or list(d.parts)
+    alpha = d.level / d.k if wrong else d.level
     if any(math.isnan(p.unit_se) for p in targets):
         return None
-    if need == "all" and any(p.estimate == p.shift for p in targets):
+    if not wrong and any(p.estimate == p.shift for p in targets):
         return None
 
     def reached(n: int) -> bool:
         powers = [power(p, n, alpha) for p in targets]
-        if need == "any":
-            return max(powers) >= power_
-        return float(np.prod(powers)) >= power_
+        # against the claim one reversed part decides; for it, every part must hold
+        return (max(powers) if wrong else float(np.prod(powers))) >= power_
 
-    lo = 2
-    if reached(lo):
-        return lo
-    hi = lo
+    lo = hi = 2
     while not reached(hi):
         if hi > MOST_SEEDS:
             return MOST_SEEDS + 1
@@ -824,17 +868,23 @@ def _sign(direction: str) -> int:
     return -1 if direction == "less" else 1
 
 
-def check_verdict(ok: bool | Mapping[str, bool] | Sequence[bool]) -> str:
+def check_verdict(
+    ok: bool | None | Mapping[str, bool | None] | Sequence[bool | None],
+) -> str:
     """The verdict of a claim checked exactly (a theorem on its instances, a bound on
-    every draw): reproduced when every check passes, else not reproduced."""
+    every draw), part by part: not reproduced when a check fails, reproduced when every
+    check passes, and inconclusive when none fails but some part cannot be checked at
+    this scale (``None``: the measure cannot show it)."""
     if isinstance(ok, Mapping):
         ok = list(ok.values())
-    if isinstance(ok, (bool, np.bool_)):
-        ok = [bool(ok)]
+    if ok is None or isinstance(ok, (bool, np.bool_)):
+        ok = [ok]
     ok = list(ok)
     if not ok:
         raise ValueError("a claim checked exactly needs at least one check")
-    return REPRODUCED if all(bool(x) for x in ok) else NOT_REPRODUCED
+    if any(x is not None and not bool(x) for x in ok):
+        return NOT_REPRODUCED
+    return INCONCLUSIVE if any(x is None for x in ok) else REPRODUCED
 
 
 # ------------------------------------------------------------------------ the row

@@ -2,7 +2,11 @@
 
 Every file is named by its path relative to a data root (``sst2/train.tsv``,
 ``gpt2_tokenizer/vocab.json``, ...) and described by an :class:`Asset` of the registry
-:data:`ASSETS`. :func:`find` looks
+:data:`ASSETS`. This module is the generic fetcher and knows no data set: the module
+that reads a file registers it (:func:`register`) when it is imported, with its checks
+(:mod:`rcutil.sst2_data`: SST-2 and the GPT-2 tokenizer; :mod:`rcutil.jena_data`: the
+Jena Climate file and its excerpt; :mod:`rcutil.gpt2`: GPT-2 small's weights).
+:func:`find` looks
 
 1. in the folder named by ``$RCUTIL_DATA_DIR`` (when set, it must exist);
 2. in the user cache, ``$RCUTIL_CACHE_DIR`` or ``~/.cache/rcutil``;
@@ -11,13 +15,23 @@ Every file is named by its path relative to a data root (``sst2/train.tsv``,
    no checksum is known) and only then renamed into the cache, so an interrupted
    download never leaves a broken file. A connection that stalls for :data:`TIMEOUT_S`
    seconds is dropped; a failed attempt is retried :data:`ATTEMPTS` times in all, with a
-   growing pause; one process downloads a file while any other waits for it (a file
-   lock), and the temporary files a killed download left behind are removed by the next
-   one of that file.
+   growing pause; one process downloads a file while any other waits for it, and the
+   temporary files a killed download left behind are removed by the next one of that
+   file (the lock, the staged write and the clean-up of :mod:`rcutil.files`).
 
 A file that is present but does not match its checksum is never used: :class:`DataError`
 names the file, the checksum expected and found, and how to fix it. So does a folder or
 a broken link where a file should be.
+
+**Pinned and recorded checksums.** A checksum written in the registry (an asset's
+``sha256``, or the digest its ``validate`` function pins) is the authority: nothing
+beside a file can override it. An asset without one (the full Jena file, whose
+publisher gives no checksum) is checked by its structure; in the user cache, the
+package then records the checksum of that verified copy beside it (``<name>.sha256``)
+and enforces it from then on, so the slow structure check runs once. A record is written
+and trusted only in the user cache, where the package writes it: a ``.sha256`` file in
+the data folder is ignored, and a file there is always checked by its pin or its
+structure.
 """
 
 from __future__ import annotations
@@ -25,10 +39,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.client
-import importlib
 import os
 import shutil
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -38,9 +50,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
-from . import env
+from . import env, files
+from .progress import tqdm
 
 DATA_DIR_ENV = "RCUTIL_DATA_DIR"
 CACHE_DIR_ENV = "RCUTIL_CACHE_DIR"
@@ -50,19 +61,14 @@ TIMEOUT_S = 30.0
 #: (k times this many seconds).
 ATTEMPTS = 3
 BACKOFF_S = 2.0
-#: Prefixes of the temporary files and folders beside a cached file, while it is
-#: downloaded or derived (``.download-<name>-...``); removed by the next one.
-_TMP_PREFIXES = (".download-", ".derive-")
+#: What to do when the cache cannot be written.
+_CACHE_FIX = (
+    f"free some space there, or set {CACHE_DIR_ENV} to a folder you can write to"
+)
 
 
 class DataError(RuntimeError):
     """A data file is missing, corrupt or malformed; the message says how to fix it."""
-
-
-#: A check or a maker of a file: a function, or ``"module:function"``, imported when
-#: first called (the Jena checks live in :mod:`rcutil.jena_data`, which imports this
-#: module).
-Function = Callable | str
 
 
 @dataclass(frozen=True)
@@ -70,86 +76,35 @@ class Asset:
     """A data file: where it lives relative to a data root and how to get and check it.
 
     ``url`` is the canonical download; if it is a zip archive, ``member`` names the file
-    in it. ``sha256`` is the expected checksum of the file itself (not of the archive);
-    when it is not known, ``validate`` (a function of the path that raises
-    :class:`DataError`) checks the structure, and the checksum of the first verified
-    download is recorded beside the cached file (``<name>.sha256``) and enforced from
-    then on. ``size`` (bytes), when known, is checked before the checksum (a cheap first
-    test of a large file) and against the server's Content-Length before a download.
+    in it. ``sha256`` is the pinned checksum of the file itself (not of the archive).
+    ``validate`` (a function of the path that raises :class:`DataError`) checks a file
+    that has no pinned ``sha256``: with ``pinned=True`` it compares a digest the code
+    pins (of the parsed values, say) and runs on every use; otherwise it checks the
+    structure, and with ``record=True`` the checksum of the first verified copy in the
+    user cache is recorded beside it (``<name>.sha256``) and enforced from then on (see
+    the module docstring). ``size`` (bytes), when known, is checked before the checksum
+    (a cheap first test of a large file) and against the server's Content-Length before
+    a download.
     """
 
     relpath: str
     url: str | None
     sha256: str | None = None
     member: str | None = None
-    validate: Function | None = None
+    validate: Callable[[Path], None] | None = None
     size: int | None = None
     #: A derived asset has no URL: it is made from the asset ``source`` (its relative
     #: path) by ``derive(source_path, out_path)``, then checked like a download.
     source: str | None = None
-    derive: Function | None = None
+    derive: Callable[[Path, Path], None] | None = None
+    #: ``validate`` checks a digest pinned in the code: no record ever replaces it.
+    pinned: bool = False
+    #: Record the checksum of the first verified copy in the user cache.
+    record: bool = False
 
 
-def _call(function: Function, *args):
-    if isinstance(function, str):
-        module, _, name = function.partition(":")
-        function = getattr(importlib.import_module(module), name)
-    return function(*args)
-
-
-SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
-GPT2_URL = "https://huggingface.co/openai-community/gpt2/resolve/main/"
-JENA_URL = (
-    "https://storage.googleapis.com/tensorflow/tf-keras-datasets/"
-    "jena_climate_2009_2016.csv.zip"
-)
-JENA_FILE = "jena_climate/jena_climate_2009_2016.csv"
-#: The ``ci`` profile's excerpt: the first 154 rows of :data:`JENA_FILE`, made from it.
-JENA_EXCERPT = "jena_climate/jena_climate_2009_2016_head154.csv"
-
-#: The registry: relative path -> asset.
-ASSETS: dict[str, Asset] = {
-    asset.relpath: asset
-    for asset in (
-        Asset(
-            "sst2/train.tsv",
-            SST2_URL,
-            "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
-            "SST-2/train.tsv",
-        ),
-        Asset(
-            "sst2/dev.tsv",
-            SST2_URL,
-            "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
-            "SST-2/dev.tsv",
-        ),
-        Asset(
-            "gpt2_tokenizer/vocab.json",
-            GPT2_URL + "vocab.json",
-            "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
-        ),
-        Asset(
-            "gpt2_tokenizer/merges.txt",
-            GPT2_URL + "merges.txt",
-            "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
-        ),
-        # the archive's CSV has no published checksum: its structure is checked and the
-        # checksum of the first verified download is recorded
-        Asset(
-            JENA_FILE,
-            JENA_URL,
-            member="jena_climate_2009_2016.csv",
-            validate="rcutil.jena_data:check_structure",
-        ),
-        Asset(
-            JENA_EXCERPT,
-            None,
-            validate="rcutil.jena_data:check_fixture",
-            source=JENA_FILE,
-            derive="rcutil.jena_data:derive_fixture",
-        ),
-    )
-}
+#: The registry: relative path -> asset, filled by the modules that read the files.
+ASSETS: dict[str, Asset] = {}
 
 
 def register(asset: Asset) -> Asset:
@@ -237,7 +192,7 @@ def _recorded_checksum_path(path: Path) -> Path:
 
 
 def _recorded_checksum(path: Path) -> str | None:
-    """The checksum recorded beside ``path`` at its download, or ``None``."""
+    """The checksum rcutil recorded beside ``path`` (in the user cache), or ``None``."""
     record = _recorded_checksum_path(path)
     if not record.exists():
         return None
@@ -252,26 +207,12 @@ def _recorded_checksum(path: Path) -> str | None:
     return digest
 
 
-def _remove_litter(folder: Path, name: str) -> None:
-    """Remove what a killed download or derivation of ``name`` left in ``folder``."""
-    for prefix in _TMP_PREFIXES:
-        for litter in folder.glob(f"{prefix}{name}-*"):
-            if litter.is_dir() and not litter.is_symlink():
-                shutil.rmtree(litter, ignore_errors=True)
-            else:
-                litter.unlink(missing_ok=True)
-
-
 def _record_checksum(path: Path, digest: str) -> None:
-    """Write ``<name>.sha256`` beside ``path`` atomically."""
-    prefix = f"{_TMP_PREFIXES[0]}{path.name}-"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{digest}  {path.name}\n")
-        os.replace(tmp, _recorded_checksum_path(path))
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    """Write ``<name>.sha256`` beside ``path`` (in the user cache), whole or not at
+    all."""
+    files.write_text(
+        _recorded_checksum_path(path), f"{digest}  {path.name}\n", fix=_CACHE_FIX
+    )
 
 
 def _remedy(asset: Asset) -> str:
@@ -288,38 +229,60 @@ def _remedy(asset: Asset) -> str:
     )
 
 
+#: Files whose check passed in this process: (path, size, times, inode, check).
+_CHECKED: set[tuple] = set()
+#: A file changed this recently is checked every time: a coarse clock could hide an
+#: edit of the same size within the same tick.
+_SETTLED_S = 2.0
+
+
 def _validate(path: Path, asset: Asset, label: str) -> None:
-    """The asset's structure check, its messages naming ``label`` for ``path``."""
+    """The asset's check, its messages naming ``label`` for ``path``; a file checked
+    before in this process, unchanged since, is not checked again."""
+    stat = path.stat()
+    seen = (
+        str(path),
+        stat.st_size,
+        stat.st_mtime_ns,
+        stat.st_ctime_ns,
+        stat.st_ino,
+        asset.validate,
+    )
+    if seen in _CHECKED:
+        return
     try:
-        _call(asset.validate, path)
+        asset.validate(path)
     except DataError as exc:
         if label == str(path):
             raise
         raise type(exc)(str(exc).replace(str(path), label)) from exc
+    if time.time() - max(stat.st_mtime, stat.st_ctime) > _SETTLED_S:
+        _CHECKED.add(seen)
 
 
 def _record_mismatch(
     path: Path, asset: Asset, actual: str, recorded: str, remedy: str
 ) -> DataError:
-    """A file that does not match the checksum recorded beside it: a stale record when
-    the file passes the structure check, else a corrupt file. Either way the record is
-    named, and what to delete."""
+    """A cached file that does not match the checksum rcutil recorded beside it: a
+    stale record when the file passes the structure check, else a corrupt file. Either
+    way the record is named, and what to delete."""
     record = _recorded_checksum_path(path)
+    when = "when rcutil first verified it"
     if asset.validate is not None:
         try:
-            _call(asset.validate, path)
+            asset.validate(path)
         except DataError:
             pass
         else:
             return DataError(
                 f"{path} passes the structure check but not the sha256 recorded in "
-                f"{record} at its download ({recorded}; the file has {actual}): if you "
+                f"{record} {when} ({recorded}; the file has {actual}): if you "
                 f"replaced {path.name} on purpose, delete {record}; otherwise delete "
                 f"both and run again to download a fresh copy."
             )
     return DataError(
         f"{path} is corrupt: its sha256 is {actual}, expected {recorded} (recorded in "
-        f"{record} at its download). {remedy} If you replaced it on purpose, delete "
+        f"{record} {when}). {remedy} If you replaced it on purpose, delete "
         f"{record} instead."
     )
 
@@ -330,17 +293,17 @@ def verify(
     *,
     label: str | None = None,
     remedy: str | None = None,
-    record: bool = False,
+    in_cache: bool = False,
 ) -> Path:
-    """Check ``path`` against the asset's checksum, else its structure; raise
+    """Check ``path`` against the asset's pinned checksum, else its check; raise
     :class:`DataError` if wrong, else return ``path``.
 
-    A pinned or recorded checksum vouches for the structure (it was checked when the
-    checksum was taken), so the structure check runs only when no checksum is known;
-    with ``record`` (the cache) its checksum is then recorded. ``label`` names the file
-    in messages (default: its path) and ``remedy`` says what to do (default:
-    :func:`_remedy`); a download passes both, since its temporary path means nothing to
-    the user.
+    ``in_cache`` says that ``path`` is the user cache's copy: only there is a checksum
+    recorded (for an asset with ``record``) and trusted in place of the structure check.
+    A pin (``sha256``, or a ``pinned`` check) is never replaced by a record. ``label``
+    names the file in messages (default: its path) and ``remedy`` says what to do
+    (default: :func:`_remedy`); a download passes both, since its temporary path means
+    nothing to the user.
     """
     label = label or str(path)
     remedy = remedy or _remedy(asset)
@@ -360,7 +323,8 @@ def verify(
                 f"{asset.sha256}. {remedy}"
             )
         return path
-    recorded = _recorded_checksum(path)
+    records = in_cache and asset.record and not asset.pinned
+    recorded = _recorded_checksum(path) if records else None
     if recorded is not None:
         actual = sha256sum(path)
         if actual != recorded:
@@ -368,50 +332,20 @@ def verify(
         return path
     if asset.validate is not None:
         _validate(path, asset, label)
-    if record:
+    if records:
         with contextlib.suppress(OSError):  # unwritable: checked again next time
             _record_checksum(path, sha256sum(path))
     return path
 
 
 @contextlib.contextmanager
-def _exclusive(lock: Path):
-    """Hold an exclusive lock on the file ``lock`` (POSIX; elsewhere no lock)."""
-    try:
-        import fcntl
-    except ImportError:  # no POSIX locks (Windows)
+def _locked(dest: Path):
+    """Hold the lock of ``dest`` and remove what a killed download or derivation of it
+    left (:mod:`rcutil.files`)."""
+    with files.locked(dest, fix=_CACHE_FIX):
+        files.remove_leftovers(dest)
+        files.remove_leftovers(_recorded_checksum_path(dest))
         yield
-        return
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def _staging(dest: Path, prefix: str):
-    """Hold the lock of ``dest`` and yield a new temporary folder beside it (removed
-    afterwards); what a killed download or derivation of ``dest`` left there is
-    removed first. The block renames its verified file to ``dest``."""
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataError(
-            f"cannot create the cache folder {dest.parent} "
-            f"({exc.strerror}): set {CACHE_DIR_ENV} to a folder you can "
-            f"write to."
-        ) from exc
-    with _exclusive(dest.with_name(f".{dest.name}.lock")):
-        _remove_litter(dest.parent, dest.name)
-        tmp_dir = Path(
-            tempfile.mkdtemp(dir=dest.parent, prefix=f"{prefix}{dest.name}-")
-        )
-        try:
-            yield tmp_dir
-        finally:
-            shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -513,12 +447,13 @@ def _extract(asset: Asset, archive: Path, out: Path) -> None:
 
 
 def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
-    """Download ``asset`` to ``dest`` atomically and verify it; return ``dest``.
+    """Download ``asset`` to ``dest`` (in the user cache) atomically and verify it;
+    return ``dest``.
 
-    The bytes go to a temporary folder beside ``dest``; a zip member is extracted there
-    too; only a verified file is renamed to ``dest``. Where no checksum is known, the
-    checksum of this verified download is recorded in ``dest.sha256``. A lock makes a
-    second process wait for the first one's download and then use it.
+    The bytes go to a temporary file beside ``dest``; a zip member is extracted into
+    another; only a verified file is renamed to ``dest``. Where the asset asks for it,
+    the checksum of this verified download is recorded in ``dest.sha256``. A lock makes
+    a second process wait for the first one's download and then use it.
     """
     if asset.url is None:
         raise DataError(
@@ -526,16 +461,27 @@ def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
             f"download URL. Put it at {dest}, or set {DATA_DIR_ENV} to a folder that "
             f"holds {asset.relpath}."
         )
-    with _staging(dest, _TMP_PREFIXES[0]) as tmp_dir:
+    with _locked(dest):
         if dest.is_file():  # another process downloaded it while this one waited
-            return verify(dest, asset)
-        raw = tmp_dir / "raw"
-        _fetch_with_retries(asset, raw, dest, progress=progress)
-        got, label = raw, f"the file downloaded from {asset.url}"
-        if asset.member is not None:
-            got = tmp_dir / "member"
+            return verify(dest, asset, in_cache=True)
+        _download(asset, dest, progress=progress)
+    return dest
+
+
+def _download(asset: Asset, dest: Path, *, progress: bool) -> None:
+    """The body of :func:`download`, under its lock."""
+    with files.staged(dest, fix=_CACHE_FIX) as got:
+        label = f"the file downloaded from {asset.url}"
+        if asset.member is None:
+            _fetch_with_retries(asset, got, dest, progress=progress)
+        else:
+            archive = files.temporary(dest, fix=_CACHE_FIX)
+            try:
+                _fetch_with_retries(asset, archive, dest, progress=progress)
+                _extract(asset, archive, got)
+            finally:
+                archive.unlink(missing_ok=True)
             label = f"the member {asset.member} of the archive from {asset.url}"
-            _extract(asset, raw, got)
         verify(
             got,
             asset,
@@ -544,10 +490,8 @@ def download(asset: Asset, dest: Path, *, progress: bool = True) -> Path:
             f"file has changed: put a correct {asset.relpath} in "
             f"{DATA_DIR_ENV}.",
         )
-        if asset.sha256 is None:
+        if asset.record and not asset.pinned and asset.sha256 is None:
             _record_checksum(dest, sha256sum(got))
-        os.replace(got, dest)
-    return dest
 
 
 def derive(
@@ -563,20 +507,19 @@ def derive(
             f"{asset.relpath} is made from {asset.source}, which is not "
             f"available: {exc}"
         ) from exc
-    with _staging(dest, _TMP_PREFIXES[1]) as tmp_dir:
+    with _locked(dest):
         if dest.is_file():  # another process made it while this one waited
-            return verify(dest, asset)
-        made = tmp_dir / dest.name
-        _call(asset.derive, source, made)
-        verify(
-            made,
-            asset,
-            label=f"{asset.relpath} (made from {source})",
-            remedy=f"{source} does not hold the expected rows: delete it and "
-            f"run again to download it anew, or point {DATA_DIR_ENV} at a "
-            f"folder with the correct {asset.relpath}.",
-        )
-        os.replace(made, dest)
+            return verify(dest, asset, in_cache=True)
+        with files.staged(dest, fix=_CACHE_FIX) as made:
+            asset.derive(source, made)
+            verify(
+                made,
+                asset,
+                label=f"{asset.relpath} (made from {source})",
+                remedy=f"{source} does not hold the expected rows: delete it and "
+                f"run again to download it anew, or point {DATA_DIR_ENV} at a "
+                f"folder with the correct {asset.relpath}.",
+            )
     return dest
 
 
@@ -586,7 +529,9 @@ def find(relpath: str, *, progress: bool = True, allow_download: bool = True) ->
     if relpath not in ASSETS:
         raise ValueError(
             f"unknown data file {relpath!r}: known files are "
-            f"{', '.join(sorted(ASSETS))}"
+            f"{', '.join(sorted(ASSETS)) or 'none yet'} (the module that reads a file "
+            f"registers it when it is imported: rcutil.sst2_data, rcutil.jena_data, "
+            f"rcutil.gpt2)"
         )
     asset = ASSETS[relpath]
     root = data_dir()
@@ -595,7 +540,7 @@ def find(relpath: str, *, progress: bool = True, allow_download: bool = True) ->
     cache = cache_dir()
     cached = cache / relpath
     if _present(cache, relpath):
-        return verify(cached, asset, record=True)
+        return verify(cached, asset, in_cache=True)
     if asset.derive is not None:
         return derive(asset, cached, progress=progress, allow_download=allow_download)
     if not allow_download:

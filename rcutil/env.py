@@ -57,11 +57,12 @@ def count(
     value = raw(name)
     if value is None:
         return default
-    high = 4 * cores() if high is None else high
+    per_core = high is None
+    high = 4 * cores() if per_core else high
     if not value.isdecimal() or not 1 <= int(value) <= high:
+        machine = f" (this machine has {cores()} cores)" if per_core else ""
         raise EnvError(
             f"{name}={os.environ[name]!r} is not a valid number of {what}: set it to a "
-            f"whole number from 1 to {high} (this machine has {cores()} cores), or "
-            f"unset it"
+            f"whole number from 1 to {high}{machine}, or unset it"
         )
     return int(value)

@@ -2,11 +2,13 @@
 
 :func:`project` runs the experiment's real ``run`` with the profile's settings on the
 chosen device under a probe (:mod:`rcutil.progress`): every loop of the run stops after
-a few timed items, and its cost is projected to its full length, inner loops included.
-What runs outside the loops (reading data, building models) is measured as it is.
-Nothing is stored. A module whose run needs a large download that does not change the
-cost (pretrained weights) may define ``estimate_settings(settings) -> settings`` with a
-stand-in of the same cost.
+a few timed items, and its cost is projected to its full length, inner loops included;
+a loop of configurations runs one configuration per shape. What runs outside the loops
+(reading data, building models) is measured as it is. The probe says on stderr what it
+probes as it goes, and the table marks every loop it extrapolated. Nothing is stored. A
+module whose run needs a large download that does not change the cost (pretrained
+weights) may define ``estimate_settings(settings) -> settings`` with a stand-in of the
+same cost.
 
 Helpers: :func:`seconds_per_call` (warm-up, then the best of a few timed calls; used by
 the benchmarks) and :func:`peak_memory` (bytes the block allocated at its peak: CUDA's
@@ -33,9 +35,11 @@ class Projection:
     peak_bytes: int  #: peak memory of the probe
 
 
-def project(module, settings, *, device: str = "cpu") -> Projection:
-    """Probe ``module.run`` with ``settings`` on ``device`` and project the whole
-    run."""
+def project(
+    module, settings, *, device: str = "cpu", say: Callable | None = None
+) -> Projection:
+    """Probe ``module.run`` with ``settings`` on ``device`` and project the whole run;
+    ``say`` is told of each loop as it is first probed."""
     from .validate import device as check_device
 
     device = str(check_device(device))
@@ -43,7 +47,7 @@ def project(module, settings, *, device: str = "cpu") -> Projection:
         settings = module.estimate_settings(settings)
     with peak_memory(device) as peak:
         probe, seconds = run_probed(
-            lambda: module.run(settings, device=device, progress=False)
+            lambda: module.run(settings, device=device, progress=False), say
         )
     return Projection(
         tuple(probe.loops.values()), seconds + probe.extra, seconds, peak.bytes
@@ -120,17 +124,29 @@ def format_table(experiment: str, profile: str, device: str, p: Projection) -> s
     lines = [
         f"estimate for {experiment}, profile {profile}, on {device} "
         f"(probed in {p.probe_seconds:.1f} s):",
-        f"  {'loop':<34}{'units':>11}  {'unit':<16}{'s/unit':>10}{'projected':>12}",
+        f"  {'loop':<34}{'units':>11}  {'unit':<16}{'probed':>8}{'s/unit':>11}"
+        f"{'projected':>12}",
     ]
     for loop in p.loops:
         name = ("  " * loop.depth + loop.desc)[:34]
         per = loop.seconds / loop.units if loop.units else 0.0
+        mark = " *" if loop.extrapolated else ""
+        per_text = f"{per:.4f}" if per < 100 else _hms(per)
         lines.append(
-            f"  {name:<34}{loop.units:>11,.0f}  {loop.unit[:16]:<16}{per:>10.4f}"
-            f"{_hms(loop.seconds):>12}"
+            f"  {name:<34}{loop.units:>11,.0f}  {loop.unit[:16]:<16}{loop.ran:>8,}"
+            f"{per_text:>11}{_hms(loop.seconds):>12}{mark}"
         )
-    lines.append(f"  {'whole run':<34}{'':>11}  {'':<16}{'':>10}{_hms(p.seconds):>12}")
+    lines.append(
+        f"  {'whole run':<34}{'':>11}  {'':<16}{'':>8}{'':>11}{_hms(p.seconds):>12}"
+    )
     lines.append(f"  peak memory of the probe: {p.peak_bytes / 2**20:.1f} MiB")
+    if any(loop.extrapolated for loop in p.loops):
+        lines.append(
+            "  * extrapolated from the units probed: the mean of the timed units "
+            "(after a warm-up) times the units of the run, or one configuration of "
+            "each shape for all of that shape; code outside the loops was timed as "
+            "it ran"
+        )
     return "\n".join(lines)
 
 

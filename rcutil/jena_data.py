@@ -32,12 +32,12 @@ ten minutes; dates are written ``%d.%m.%Y %H:%M:%S``. The book's pipeline (chapt
 
 :func:`load` runs the whole pipeline on a file found through :mod:`rcutil.data`.
 
-Two files are in the registry of :mod:`rcutil.data`: the full file (downloaded, checked
-by :func:`check_structure`, then by the sha256 recorded at that first download) and the
-154-row excerpt the ``ci`` profile reads, which is *derived* from the full file
-(:func:`derive_fixture`) and verified by a pinned digest of its parsed values
-(:func:`check_fixture`). A full-size synthetic file for tests and timing is written by
-``benchmarks/synthetic_jena.py``.
+This module registers two files with :mod:`rcutil.data`: the full file (downloaded,
+checked by :func:`check_structure`, then, in the user cache, by the sha256 recorded when
+it was first verified there) and the 154-row excerpt the ``ci`` profile reads, which is
+*derived* from the full file (:func:`derive_fixture`) and verified by a pinned digest of
+its parsed values (:func:`check_fixture`) on every use. A full-size synthetic file for
+tests and timing is written by ``benchmarks/synthetic_jena.py``.
 """
 
 from __future__ import annotations
@@ -104,8 +104,14 @@ RANGES = {
 MAX_DISORDER_FRACTION = 0.01
 MAX_DISORDER_ROWS = 10
 
-FULL_FILE = _data.JENA_FILE
-FIXTURE_FILE = _data.JENA_EXCERPT
+#: The full file (in a zip archive, as TensorFlow publishes it) and the ``ci``
+#: profile's excerpt, made from it; both are registered with :mod:`rcutil.data` below.
+URL = (
+    "https://storage.googleapis.com/tensorflow/tf-keras-datasets/"
+    "jena_climate_2009_2016.csv.zip"
+)
+FULL_FILE = "jena_climate/jena_climate_2009_2016.csv"
+FIXTURE_FILE = "jena_climate/jena_climate_2009_2016_head154.csv"
 #: The excerpt: the first rows of the full file, with LF line endings.
 FIXTURE_ROWS = 154
 #: sha256 of the excerpt's bytes (header and 154 rows, LF line endings).
@@ -405,8 +411,32 @@ def check_fixture(path) -> None:
             f"sha256 of its values is {digest}, expected {FIXTURE_VALUES_SHA256}. "
             "Delete it and "
             f"run again: it is derived again from the full file {FULL_FILE} (found in "
-            f"${_data.DATA_DIR_ENV} or the cache, or downloaded from {_data.JENA_URL})."
+            f"${_data.DATA_DIR_ENV} or the cache, or downloaded from {URL})."
         )
+
+
+#: The registry entries of the two files. The full file has no published checksum:
+#: its structure is checked, and the checksum of the first verified copy in the user
+#: cache is recorded. The excerpt is checked by the digests pinned above, always.
+FULL_ASSET = _data.register(
+    _data.Asset(
+        FULL_FILE,
+        URL,
+        member="jena_climate_2009_2016.csv",
+        validate=check_structure,
+        record=True,
+    )
+)
+FIXTURE_ASSET = _data.register(
+    _data.Asset(
+        FIXTURE_FILE,
+        None,
+        validate=check_fixture,
+        source=FULL_FILE,
+        derive=derive_fixture,
+        pinned=True,
+    )
+)
 
 
 # --------------------------------------------------------------------------- cleaning

@@ -6,14 +6,14 @@ processes and returns their results in order. Each worker is a fresh Python proc
 (started by ``spawn``, the one way that works the same in a notebook, a script, Linux
 and macOS) with one torch thread, so that two pieces on two cores do not slow each other
 down with threads. With one worker, or while :mod:`rcutil.estimate` probes a run, the
-pieces run one after the other in this process. A piece that raises stops the run and
-raises here.
+pieces run one after the other in this process (under a probe, only those it times). A
+piece that raises stops the run and raises here.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import TypeVar
 
@@ -37,6 +37,7 @@ def parallel_map(
     *,
     workers: int,
     cost: Callable[[T], float] | None = None,
+    shape: Callable[[T], Hashable] | None = None,
     progress: bool = False,
     desc: str = "runs",
     unit: str = "run",
@@ -46,10 +47,13 @@ def parallel_map(
     ``fn`` must be importable by the workers (a function at the top level of a module)
     and ``items`` and results picklable. ``cost(item)``, if given, estimates each
     piece's time: the costliest start first, so that the longest piece does not start
-    last."""
+    last. ``shape(item)``, if given, names the pieces that cost alike, of which a probe
+    of :mod:`rcutil.estimate` runs one."""
     workers = validate.positive_int("workers", workers)
     items = list(items)
-    if workers == 1 or len(items) < 2 or probing() is not None:
+    if probing() is not None:
+        return _probed(fn, items, shape, desc, unit)
+    if workers == 1 or len(items) < 2:
         return [fn(x) for x in loop(items, desc=desc, unit=unit, progress=progress)]
     order = sorted(range(len(items)), key=lambda i: -cost(items[i])) if cost else None
     order = order or list(range(len(items)))
@@ -70,4 +74,23 @@ def parallel_map(
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
+    return results
+
+
+def _probed(fn, items: list, shape, desc: str, unit: str) -> list:
+    """Under a probe: the pieces the probe runs (one per ``shape``, or the first few),
+    in this process; a piece it skips gets the result of the piece that stands for it
+    (the same shape, or the last one run), so that the run goes on with one result per
+    piece. An estimate discards the results."""
+    key = (lambda i: shape(items[i])) if shape else None
+    ran: dict[int, object] = {}
+    for i in loop(range(len(items)), desc=desc, unit=unit, progress=False, shape=key):
+        ran[i] = fn(items[i])
+    results, last = [], None
+    for i in range(len(items)):
+        if i in ran:
+            last = ran[i]
+        elif shape is not None:
+            last = ran[next(j for j in ran if shape(items[j]) == shape(items[i]))]
+        results.append(last)
     return results

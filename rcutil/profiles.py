@@ -49,10 +49,23 @@ class Settings:
 
     profile: str = ""  #: the profile the row was served for (:func:`settings_for`)
 
-    def __getitem__(self, name: str) -> Any:
-        """The field ``name``, as a mapping would give it: the results store reads
-        ``settings["profile"]`` of any table, typed or not."""
-        return getattr(self, name)
+    def __init_subclass__(cls, **kwargs):
+        # IPython takes a class's own __repr__ (which @dataclass writes) before an
+        # inherited _repr_pretty_: every settings class carries its own
+        super().__init_subclass__(**kwargs)
+        cls._repr_pretty_ = Settings._repr_pretty_
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        """One field per line when a chapter shows its settings (IPython's display)."""
+        fields = (
+            f"    {f.name}={getattr(self, f.name)!r}," for f in dataclasses.fields(self)
+        )
+        printer.text("\n".join([f"{type(self).__name__}(", *fields, ")"]))
+
+
+def profile_of(settings: Settings | Mapping[str, Any]) -> str:
+    """The profile a row of settings was served for, typed or a plain mapping."""
+    return settings["profile"] if isinstance(settings, Mapping) else settings.profile
 
 
 def check_profile(profile: str) -> str:

@@ -29,8 +29,6 @@ from .claims import (
     VERDICTS,
     Claim,
 )
-from .tables import Table
-from .tables import table as _table
 
 __all__ = [
     "REPRODUCED",
@@ -51,8 +49,8 @@ __all__ = [
     "family",
     "render",
     "show",
-    "markdown_table",
     "table",
+    "markdown_table",
 ]
 
 #: The class of a card per verdict (CSS in book/_static/rcutil.css).
@@ -85,8 +83,7 @@ def claims_of(name: str, result) -> list[Claim]:
     chapter."""
     chapter = experiments.entry(name).chapter
     return [
-        replace(c, chapter=c.chapter or chapter)
-        for c in experiments.verdicts(name).claims(result)
+        replace(c, chapter=c.chapter or chapter) for c in _claims_function(name)(result)
     ]
 
 
@@ -178,17 +175,12 @@ def _card(r: Claim, links: bool) -> str:
     evidence = _flat(r.evidence)
     if r.decision is not None and r.verdict == INCONCLUSIVE:
         evidence += f". *It would take* {r.decision.it_would_take()}."
-    folded = [
-        f"**The paper.** {_flat(r.paper)}",
-        "",
-        f"**The book.** {_flat(r.book)}",
-        "",
-        f"**The rule.** {_flat(r.rule)}" if r.rule else "",
-        "",
-    ]
+    folded = [f"**The paper.** {_flat(r.paper)}", f"**The book.** {_flat(r.book)}"]
+    if r.rule:
+        folded.append(f"**The rule.** {_flat(r.rule)}")
     if r.decision is not None:
-        folded += [f"**The test.** {r.decision.rule()}; {r.decision.reason()}.", ""]
-    folded += [f"**The reason.** {_flat(r.reason)}"]
+        folded.append(f"**The test.** {r.decision.rule()}; {r.decision.reason()}.")
+    folded.append(f"**The reason.** {_flat(r.reason)}")
     return "\n".join(
         [
             f"::::{{container}} rc-claim {CLASS[r.verdict]}",
@@ -204,7 +196,7 @@ def _card(r: Claim, links: bool) -> str:
             f"*Setting:* {_flat(r.setting_text)}",
             ":::",
             f":::{{dropdown}} {FOLDED}",
-            *[line for line in folded],
+            "\n\n".join(folded),
             ":::",
             "::::",
         ]
@@ -248,23 +240,18 @@ def markdown_table(rows: list[Claim], *, short: bool = False) -> str:
     return render(rows, brief=short)
 
 
-def table(rows: list[Claim], *, short: bool = False) -> Table:
-    """The rows as the book's table; ``short`` keeps claim, status and chapter only."""
-    if short:
-        return _table(
-            ["claim of the paper", "status", "evidence"],
-            [(r.claim, r.status, chapter_link(r.chapter)) for r in rows],
-        )
-    return _table(
-        ["claim", "the paper", "the book", "status", "rule and reason"],
-        [
-            (
-                f"{r.claim} ({chapter_link(r.chapter)})",
-                r.paper,
-                r.book,
-                f"**{r.status}**",
-                (f"{r.rule}: " if r.rule else "") + r.reason,
-            )
-            for r in rows
-        ],
-    )
+class Rendered(str):
+    """Claims rendered by :func:`render`: MyST that a notebook shows as Markdown."""
+
+    def markdown(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def table(rows: list[Claim], *, short: bool = False) -> Rendered:
+    """The rows as :func:`render` shows them (``short``: one line per claim), for a
+    notebook cell; the name of the first rendering, kept for the chapters that call
+    it."""
+    return Rendered(render(rows, brief=short))

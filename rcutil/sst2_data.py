@@ -28,13 +28,45 @@ from pathlib import Path
 
 import torch
 
-from .data import DataError, find
+from .data import Asset, DataError, find, register
 
 #: GPT-2's ``<|endoftext|>`` id; also used as the padding id (GPT-2 has no pad token).
 EOS_ID = 50256
 HEADER = ("sentence", "label")
 SPLITS = {"train": "sst2/train.tsv", "dev": "sst2/dev.tsv"}
 TOKENIZER_FILES = ("gpt2_tokenizer/vocab.json", "gpt2_tokenizer/merges.txt")
+
+#: GLUE's SST-2 archive, and GPT-2's tokenizer files as Hugging Face publishes them.
+SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
+GPT2_URL = "https://huggingface.co/openai-community/gpt2/resolve/main/"
+#: The registry entries of the files this module reads (pinned checksums).
+ASSETS = tuple(
+    register(asset)
+    for asset in (
+        Asset(
+            SPLITS["train"],
+            SST2_URL,
+            "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
+            "SST-2/train.tsv",
+        ),
+        Asset(
+            SPLITS["dev"],
+            SST2_URL,
+            "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
+            "SST-2/dev.tsv",
+        ),
+        Asset(
+            TOKENIZER_FILES[0],
+            GPT2_URL + "vocab.json",
+            "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+        ),
+        Asset(
+            TOKENIZER_FILES[1],
+            GPT2_URL + "merges.txt",
+            "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+        ),
+    )
+)
 
 
 _GET_FILES = (
@@ -201,17 +233,18 @@ def read_tsv(path: str | Path) -> SST2Split:
     of the first fault.
 
     The header must be ``sentence<TAB>label``, then at least one row ``sentence<TAB>
-    label`` with a non-empty sentence and a label of 0 or 1, in UTF-8. Line numbers
-    count from 1 (the header).
+    label`` with a non-empty sentence and a label of 0 or 1, in UTF-8. Lines end in LF,
+    CRLF or CR (as an old Mac wrote them). Line numbers count from 1 (the header).
     """
     path = Path(path)
     sentences: list[str] = []
     labels: list[int] = []
     header = "expected the header 'sentence<TAB>label'"
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+        # bytes split only at \n, \r\n and \r, never inside a sentence's text
+        for lineno, raw in enumerate(f.read().splitlines(), start=1):
             try:
-                line = raw.decode("utf-8").rstrip("\n").rstrip("\r")
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise DataError(
                     f"{path}, line {lineno}: not UTF-8 text (byte "

@@ -33,6 +33,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from . import gpt2, sst2_data
 from .data import find
 from .linalg import effective_rank, stable_rank
+from .progress import same
 from .progress import steps as loop
 
 #: ``scratch``: GPT-2's initialisation; ``pretrained``: GPT-2 small's published weights.
@@ -225,7 +226,14 @@ def evaluate(
     model.eval()
     order = torch.argsort(lengths)
     loss_sum, wrong, rows = 0.0, 0, []
-    for i in range(0, len(order), batch_size):
+    for i in loop(
+        range(0, len(order), batch_size),
+        desc="evaluation",
+        unit="batch",
+        progress=False,
+        spread=True,  # batches grow with the sentences: --estimate times a few across
+        probe_once=True,
+    ):
         idx = order[i : i + batch_size]
         T = int(lengths[idx].max())
         x, n, y = (t[idx].to(device) for t in (tokens, lengths, labels))
@@ -468,10 +476,15 @@ def train(
         desc=f"{tag}: evaluations",
         unit="evaluation",
         progress=progress,
+        shape=same,
     ):
         running = torch.zeros(len(members), device=device)
         for _ in loop(
-            range(done, end), desc=tag, unit="optimizer step", progress=progress
+            range(done, end),
+            desc=tag,
+            unit="optimizer step",
+            progress=progress,
+            probe_once=True,
         ):
             stacked = (torch.stack(t) for t in zip(*(b.next() for b in batches)))
             running += ensemble.step(*stacked, amp=amp)

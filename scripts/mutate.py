@@ -3,9 +3,10 @@
     python scripts/mutate.py [--modules rcutil/bounds.py ...] [--jobs 2] [--keep]
 
 For each module of ``[tool.mutmut.modules]`` in pyproject.toml, mutmut 3 runs in its own
-work folder ``_build/mutation/<module>/`` (a copy of ``rcutil/``, ``tests/`` and
-pyproject.toml whose ``[tool.mutmut]`` mutates that module only and selects that
-module's tests), so that each module is tested by the tests chosen for it. mutmut runs,
+work folder ``_build/mutation/<module>/`` (a copy of ``rcutil/``, ``tests/``, the
+chapters with ``_toc.yml``, and pyproject.toml whose ``[tool.mutmut]`` mutates that
+module only and selects that module's tests), so that each module is tested by the tests
+chosen for it. mutmut runs,
 per mutant, only those of the selected tests that call the mutated function, fastest
 first, and stops at the first failure. Property tests draw fewer examples there (the
 hypothesis profile "mutation", tests/conftest.py); stored experiment results are off.
@@ -23,7 +24,7 @@ survivor with its diff and its reason from tests/mutation/SURVIVORS.md: the reas
 for that mutant by name, or the reason of its class (a mutant that changes only the
 wording of an error message, or only the text of a claim's or a check's row). A score
 is a finding, not a gate: the exit status is 1 only when a survivor has no reason. A
-module whose tests do not exist yet is reported and skipped. A summary goes to
+module whose test file is missing is an error: nothing is run. A summary goes to
 ``_build/mutation/summary.json``.
 """
 
@@ -150,6 +151,11 @@ def prepare(module: str, tests: list[str], keep: bool) -> Path:
             work / folder,
             ignore=shutil.ignore_patterns("__pycache__", "site"),
         )
+    # the book's table of contents and chapters: the registry of experiments reads them
+    (work / "book").mkdir(exist_ok=True)
+    for chapter in (ROOT / "book").glob("*.md"):
+        shutil.copy2(chapter, work / "book" / chapter.name)
+    shutil.copy2(ROOT / "_toc.yml", work / "_toc.yml")
     (work / "pyproject.toml").write_text(module_pyproject(module, tests))
     names = config().get("functions", {}).get(module)
     if names:
@@ -312,15 +318,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     known = reasons()
-    summary, skipped, unexplained = {}, [], []
+    summary, unexplained = {}, []
+    missing = {
+        module: [t for t in modules[module] if not (ROOT / t).is_file()]
+        for module in args.modules
+    }
+    missing = {module: tests for module, tests in missing.items() if tests}
+    if missing:
+        for module, tests in missing.items():
+            print(
+                f"FAILED: {module} names tests that do not exist: {', '.join(tests)}; "
+                "write them or fix [tool.mutmut.modules] in pyproject.toml",
+                file=sys.stderr,
+            )
+        return 2
     start = time.perf_counter()
     for module in args.modules:
-        missing = [t for t in modules[module] if not (ROOT / t).is_file()]
-        if missing:
-            skipped.append(
-                f"{module}: not run, its tests {', '.join(missing)} do not exist"
-            )
-            continue
         t0 = time.perf_counter()
         resume = args.keep and (work_folder(module) / "mutants").is_dir()
         work = prepare(module, modules[module], args.keep)
@@ -371,8 +384,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{module:<26}{row['killed']:>8}{row['total']:>7}{row['score']:>8.1%}"
             f"{len(row['survivors']):>11}{row['seconds']:>9}"
         )
-    for line in skipped:
-        print(line)
     for module, row in summary.items():
         if row["survivors"]:
             print(f"\nsurvivors in {module}:")

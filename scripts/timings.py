@@ -28,9 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    import rcutil  # noqa: F401  (thread policy)
     from rcutil import experiments
-    from rcutil.results import read_json, stored_path
+    from rcutil.store import read_json, stored_path
 
     chapters = json.loads(args.chapters.read_text()) if args.chapters.is_file() else {}
     print(f"\nseconds per chapter and experiment, profile {args.profile}")

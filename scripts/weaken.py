@@ -520,15 +520,15 @@ CHANGES: dict[str, Change] = {
     "multilayer status from the single-layer run": Change(
         CONV_VERDICTS,
         "claims",
-        "all(theorem_holds(d) and minimum_reached(d, tol) for d in deep)",
-        new="all(theorem_holds(one) and minimum_reached(one, tol) for d in deep)",
+        "[theorem_holds(d) and minimum_reached(d, tol) for d in deep]",
+        new="[theorem_holds(one) and minimum_reached(one, tol) for d in deep]",
         tests=EXPERIMENT,
     ),
     "Corollary 1 read at the second depth": Change(
         CONV_VERDICTS,
         "claims",
-        "minimum_reached(one, tol)",
-        new="minimum_reached(deep[0], tol)",
+        "check_verdict(minimum_reached(one, tol))",
+        new="check_verdict(minimum_reached(deep[0], tol))",
         tests=EXPERIMENT,
     ),
     "PL ratio compared with alpha / 2": Change(

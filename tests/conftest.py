@@ -1,14 +1,28 @@
+import atexit
 import os
+import shutil
+import tempfile
 
+from rcutil import env, threads
+
+# The test run's thread policy, before numpy and torch load: OpenBLAS on one thread,
+# torch's threads from $RCUTIL_TORCH_THREADS (make unit sets 1: two workers side by
+# side). Ctrl-C stays pytest's.
 os.environ.setdefault("RCUTIL_PROFILE", "ci")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+threads.single_threaded_blas()
+# Results go to a folder of this run unless one is named (make unit names the book's
+# _build/results, shared with the chapters): plain pytest never writes into the user's
+# store.
+if env.raw("RCUTIL_RESULTS_DIR") is None:
+    _results = tempfile.mkdtemp(prefix="rcutil-test-results-")
+    os.environ["RCUTIL_RESULTS_DIR"] = _results
+    atexit.register(shutil.rmtree, _results, ignore_errors=True)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-import rcutil  # noqa: E402, F401  (the thread policy)
-from rcutil import env  # noqa: E402
+threads.apply_environment()
 
 # Property tests are deterministic: the same examples on every run, no example database,
 # no deadline (shared machines). "mutation" (make mutate, which runs the tests once per

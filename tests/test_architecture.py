@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rcutil import experiments, profiles, results
+from rcutil import experiments, fingerprint, profiles, results
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "rcutil"
@@ -26,8 +26,12 @@ LAYERS = [
         "profiles",
         "progress",
         "threads",
+        "parallel",
         "hessian",
         "rounding",
+        "files",
+        "results",
+        "fingerprint",
     },
     {"model", "data"},
     {
@@ -41,7 +45,7 @@ LAYERS = [
         "claims",
         "estimate",
     },
-    {"certificate", "tightness", "results", "sst2_train"},
+    {"certificate", "tightness", "store", "sst2_train", "lbfgs", "entry"},
     {"experiments.*"},
     {"experiments.*.verdicts"},
     {"experiments", "report", "__main__"},
@@ -134,11 +138,24 @@ def test_the_import_graph_has_no_cycle():
 
 
 def test_the_layer_check_can_fail():
-    assert layer_of("results") > layer_of("model")
-    assert layer_of("experiments.jena") > layer_of("results")
+    assert layer_of("store") > layer_of("model")
+    assert layer_of("experiments.jena") > layer_of("store")
     assert layer_of("experiments.jena.verdicts") > layer_of("experiments.jena")
     with pytest.raises(AssertionError, match="in no layer"):
         layer_of("experiments.jena.other")
+
+
+def test_no_module_reaches_another_through_a_string():
+    """Every edge is an import the graph above sees: no importlib, no
+    ``"module:function"`` names resolved at run time (the registry of experiments
+    discovers its own package's modules, which import nothing from it)."""
+    allowed = {"experiments"}
+    found = [
+        name
+        for name, path in modules().items()
+        if name not in allowed and "importlib.import_module" in path.read_text()
+    ]
+    assert not found, found
 
 
 # ---------------------------------------------------------------------- experiments
@@ -176,7 +193,7 @@ def test_no_check_or_claim_sits_beside_run(entry):
 def test_the_key_of_a_stored_result_leaves_out_the_verdicts(entry):
     """A change to a check or a claim never computes a result again: ``run`` reaches
     nothing of the verdicts module."""
-    code = results.science_code(entry.module)
+    code = fingerprint.science_code(entry.module)
     assert f"{entry.module}:run" in code
     assert not any(k.startswith(entry.verdicts) for k in code), entry.verdicts
 
@@ -196,7 +213,7 @@ def test_settings_are_typed_one_row_per_profile_and_stored_typed(entry):
     assert typing.get_type_hints(module.Result)["settings"] is cls
     for p in profiles.PROFILES:
         row = profiles.settings_for(module.SETTINGS, p)
-        assert row.profile == p and row["profile"] == p
+        assert row.profile == p
         held = dataclasses.make_dataclass(
             "Held", [("settings", cls)], bases=(results.Result,)
         )
@@ -248,3 +265,10 @@ def test_a_row_of_a_check_table_fits_120_columns(entry):
         i + 1 for i, line in enumerate(path.read_text().splitlines()) if len(line) > 120
     ]
     assert not long, f"{path.name}: lines {long} are wider than 120 columns"
+
+
+def test_the_package_face_imports_what_it_names():
+    g = graph()
+    face = imports("", PACKAGE / "__init__.py", modules())
+    assert {"model", "profiles", "train"} <= face
+    assert "store" in g["entry"] and "entry" in g["__main__"]

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -19,3 +21,127 @@ def test_extension_loads_without_torch_or_rcutil():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def _ext():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import rcutil_book
+    import rcutil_math
+
+    return rcutil_book, rcutil_math
+
+
+def test_a_wide_inline_formula_breaks_after_its_relations_as_tex_does():
+    _, m = _ext()
+    assert m.break_points(r"a \le b + c = d") == [r"a \le{}", " b +{}", " c ={}", " d"]
+    # never inside a group, parentheses, bars or \left ... \right; nor after a sign
+    for whole in (
+        r"\frac{a=b}{2}",
+        r"f(a = b)",
+        r"|a - b|",
+        r"\|a - b\|",
+        r"\left(a = b\right)",
+        r"-a",
+        r"a = -b",
+    ):
+        assert "".join(m.break_points(whole)).replace("{}", "") == whole
+    assert len(m.break_points(r"\left(a = b\right)")) == 1
+    assert m.break_points(r"a = -b") == ["a ={}", " -b"]
+    # a piece still too wide may break inside parentheses, as TeX would
+    assert m.break_points(r"f(a + b)", fences=False) == ["f(a +{}", " b)"]
+    assert m.break_points(r"\left(a + b\right)", fences=False) == [
+        r"\left(a + b\right)"
+    ]
+
+
+def test_the_typesetter_gives_mathjax_html_with_mathml_and_reports_tex_errors():
+    _, m = _ext()
+    typeset = m.Typesetter()
+    try:
+        f = typeset(r"x_1 \le \|A\|_2", display=False)
+        assert f.html.startswith("<mjx-container") and "<math" in f.html
+        assert 2 < f.width < 6 and f.height > 0
+        wide = typeset(r"\sum_{i=1}^n x_i = y", display=True)
+        assert 'display="true"' in wide.html
+        with pytest.raises(m.TypesetError, match=r"\\undefinedmacro"):
+            typeset(r"\undefinedmacro x", display=False)
+        css = typeset.stylesheet()
+        assert "MJX-TEX" in css and "font-display: swap" in css
+        # no line moves when the fonts arrive: the zero-metrics font in the sheet,
+        # and a fallback with the line metrics of MathJax's fonts
+        assert "data:font/woff;base64," in css and "MJXZERO, MJXTEX, MJXFALLBACK" in css
+    finally:
+        typeset.close()
+
+
+def test_a_display_is_wrapped_as_sphinx_wraps_it():
+    from docutils import nodes
+
+    _, m = _ext()
+    one = nodes.math_block("a = b", "a = b", nowrap=False, number=None)
+    assert m.display_tex(one) == "a = b"
+    rows = nodes.math_block("", r"a \\ b", nowrap=False, number=None)
+    assert m.display_tex(rows) == r"\begin{split}a \\ b\end{split}"
+    two = nodes.math_block("", "a\n\nb", nowrap=False, number=None)
+    assert m.display_tex(two) == r"\begin{aligned}a\\b\end{aligned}"
+
+
+THEME_CSS = (
+    '.fa-magnifying-glass:before,.fa-search:before{content:"\\f002"}'
+    '.fa-rocket:before{content:"\\f135"}.fa-anchor:before{content:"\\f13d"}'
+    ':root{--pst-icon-lightbulb:"\uf0eb";--pst-icon-admonition-tip:'
+    "var(--pst-icon-lightbulb)}"
+    '.onthispage:after{content:"\\f107";font-family:Font Awesome\\ 6 Free}'
+)
+
+
+def test_the_icon_font_holds_the_icons_pages_name_and_the_theme_draws():
+    book, _ = _ext()
+    pages = ['<i class="fa-solid fa-rocket"></i><span class="fa-search"></span>']
+    points = book.icon_code_points([THEME_CSS], pages)
+    assert points == sorted([0xF002, 0xF135, 0xF0EB, 0xF107])  # not the anchor
+    assert 0xF13D not in book.icon_code_points([THEME_CSS], [])
+
+
+def test_the_theme_font_faces_of_font_awesome_are_found():
+    book, _ = _ext()
+    css = (
+        "@font-face{font-family:Font Awesome\\ 6 Free;src:url(x.woff2)}"
+        "@font-face{font-family:Lato;src:url(l.woff2)}"
+    )
+    assert book.THEME_FONT_FACE.sub("", css) == (
+        "@font-face{font-family:Lato;src:url(l.woff2)}"
+    )
+
+
+def test_an_svg_figure_gets_its_size_in_css_pixels(tmp_path):
+    book, _ = _ext()
+    (tmp_path / "_images").mkdir()
+    (tmp_path / "_images" / "f.svg").write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="360pt" height="180pt" '
+        'viewBox="0 0 360 180"></svg>'
+    )
+    page = tmp_path / "book" / "p.html"
+    html = '<p><img alt="a figure" src="../_images/f.svg" /></p>'
+    assert 'width="480" height="240"' in book._sized_images(html, page)
+    sized = '<img width="10" src="../_images/f.svg" />'
+    assert book._sized_images(sized, page) == sized
+
+
+def test_a_formula_keeps_the_punctuation_that_follows_it_on_its_line():
+    from docutils import nodes
+
+    book, _ = _ext()
+    para = nodes.paragraph()
+    para += nodes.Text("the larger ")
+    para += nodes.math("", r"\beta")
+    para += nodes.Text(", the faster")
+    para += nodes.math("", "x")
+    para += nodes.Text(" and more")
+    doc = nodes.document(None, None)
+    doc += para
+    book._tie_punctuation(None, doc, "page")
+    tie = para[1]
+    assert "rc-tie" in tie["classes"] and tie.astext() == r"\beta,"
+    assert para[2].astext() == " the faster"
+    assert isinstance(para[3], nodes.math)  # no punctuation after it: left alone

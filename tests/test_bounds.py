@@ -13,7 +13,6 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import bounds
 from rcutil.model import attention, ffn
 

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import torch
 
-import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import bounds, tightness
 from rcutil.certificate import (
     best_certificate,

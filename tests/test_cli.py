@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from rcutil import __main__ as cli
-from rcutil import experiments, results
+from rcutil import entry, experiments, store
 from rcutil.__main__ import main
 from rcutil.profiles import settings_for
 
@@ -92,8 +92,8 @@ def test_model_experiment_writes_its_sealed_result(tmp_path):
     assert written["experiment"] == "model" and written["profile"] == "ci"
     assert {"torch", "numpy", "python"} <= set(written["versions"])
     assert written["result"]["settings"]["profile"] == "ci"
-    assert results.unsealed(tmp_path / "model.json") == results.unsealed(
-        results.stored_path(experiments.load("model"), "ci")
+    assert store.unsealed(tmp_path / "model.json") == store.unsealed(
+        store.stored_path(experiments.load("model"), "ci")
     )
 
 
@@ -151,6 +151,50 @@ def test_out_as_a_broken_link_is_named(tmp_path, capsys, no_run, under):
     )
     assert f"{link} is a link to {tmp_path / 'gone'}" in line
     assert "File exists" not in line
+
+
+def test_out_under_a_file_names_the_file_in_the_way(tmp_path, capsys, no_run):
+    (tmp_path / "afile").write_text("")
+    line = one_line_error(
+        run_main(capsys, "--out", str(tmp_path / "afile" / "sub")),
+        "cannot be made a folder",
+        "choose another --out",
+    )
+    assert f"{tmp_path / 'afile'} is a file" in line
+
+
+def test_what_a_killed_write_left_in_out_is_removed_by_the_next_run(
+    tmp_path, capsys, quick_run
+):
+    """A SIGKILL while the result file was written left a temporary file: the next
+    run removes it (under the lock of that file, so never another run's)."""
+    half = tmp_path / ".model.json.k1ll3d.tmp"
+    half.write_text('{"half": ')
+    assert run_main(capsys, "--out", str(tmp_path))[0] == 0
+    assert not half.exists() and written_losses(tmp_path / "model.json") == [1.0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".model.json.lock",
+        "model.json",
+    ]
+
+
+@pytest.mark.parametrize(
+    "variable, value, words",
+    [
+        ("RCUTIL_LOCK_TIMEOUT", "abc", ["RCUTIL_LOCK_TIMEOUT='abc'", "seconds"]),
+        ("RCUTIL_RESULTS_CACHE", "maybe", ["RCUTIL_RESULTS_CACHE='maybe'", "1 or 0"]),
+        ("RCUTIL_TORCH_THREADS", "0", ["RCUTIL_TORCH_THREADS='0'", "from 1 to"]),
+    ],
+)
+def test_a_bad_variable_is_refused_before_out_is_created(
+    tmp_path, capsys, no_run, monkeypatch, variable, value, words
+):
+    monkeypatch.setenv(variable, value)
+    out = tmp_path / "new" / "out"
+    line = one_line_error(run_main(capsys, "--out", str(out)), *words)
+    if variable == "RCUTIL_LOCK_TIMEOUT":
+        assert "cores" not in line
+    assert not (tmp_path / "new").exists()
 
 
 def test_out_that_cannot_be_written_fails_before_the_run(
@@ -259,7 +303,7 @@ def test_too_little_free_space_fails_before_the_run(
 def test_a_full_disk_at_write_time_names_the_file(
     tmp_path, capsys, quick_run, monkeypatch
 ):
-    def full(payload, path):
+    def full(payload, path, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cli, "write_json", full)
@@ -423,9 +467,8 @@ def test_ctrl_c_while_the_result_is_written_raises_and_leaves_no_file(
     """Under python -m rcutil, Ctrl-C exits at once, except while the result file and
     the figures are written: there it raises, and the write removes its temporary
     file."""
-    import rcutil
 
-    def interrupted_write(payload, path):
+    def interrupted_write(payload, path, **kwargs):
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         (tmp_path / ".model.json.part.tmp").write_text("{")
         try:
@@ -434,14 +477,14 @@ def test_ctrl_c_while_the_result_is_written_raises_and_leaves_no_file(
             (tmp_path / ".model.json.part.tmp").unlink()
 
     monkeypatch.setattr(cli, "write_json", interrupted_write)
-    outside = signal.signal(signal.SIGINT, rcutil._exit_on_interrupt)
+    outside = signal.signal(signal.SIGINT, entry._exit_on_interrupt)
     try:
         rc, err = run_main(capsys, "--out", str(tmp_path))
-        assert signal.getsignal(signal.SIGINT) is rcutil._exit_on_interrupt
+        assert signal.getsignal(signal.SIGINT) is entry._exit_on_interrupt
     finally:
         signal.signal(signal.SIGINT, outside)
     assert rc == 130 and err.strip() == "python -m rcutil: interrupted"
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [".model.json.lock"]
 
 
 def test_ctrl_c_during_the_run_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
@@ -454,3 +497,27 @@ def test_ctrl_c_during_the_run_is_one_line_and_exit_130(tmp_path, capsys, monkey
     rc, err = run_main(capsys, "--out", str(tmp_path))
     assert rc == 130 and err.strip() == "python -m rcutil: interrupted"
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == []
+
+
+def test_a_store_on_a_full_disk_is_one_line_and_leaves_no_out(
+    tmp_path, capsys, quick_run, monkeypatch
+):
+    """The store's first write, its lock file, meets the full disk: one line naming the
+    path and the fix, before any computing; the --out the run made is removed."""
+    real_open = open
+
+    def full_open(file, mode="r", *args, **kwargs):
+        if "w" in mode and str(file).endswith(".lock") and "store" in str(file):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setenv("RCUTIL_RESULTS_DIR", str(tmp_path / "store"))
+    monkeypatch.setattr("builtins.open", full_open)
+    line = one_line_error(
+        run_main(capsys, "--out", str(tmp_path / "out")),
+        "No space left on device",
+        str(tmp_path / "store"),
+        "RCUTIL_RESULTS_DIR",
+    )
+    assert "Errno" not in line
+    assert not (tmp_path / "out").exists()

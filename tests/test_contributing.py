@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rcutil import experiments, report, results
+from rcutil import experiments, fingerprint, report
 from rcutil.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ def test_the_registry_the_cli_and_the_report_pick_up_a_new_module(
     assert written["experiment"] == "my_chapter"
     assert [r["beta"] for r in written["result"]["runs"]] == [0.0, 1.0]
     assert written["result"]["settings"]["profile"] == "ci"
-    assert not any(".verdicts" in key for key in results.science_code(module))
+    assert not any(".verdicts" in key for key in fingerprint.science_code(module))
 
     # the report gathers every experiment; the others' results are not what this test is
     # about

@@ -1,5 +1,6 @@
-"""rcutil.data: where a data file is found, how it is checked, downloaded and recorded,
-and the one-line errors of each fault. Files and servers are made by the tests: file://
+"""rcutil.data: where a data file is found, how it is checked, downloaded and recorded
+(only in the user cache, never in place of a pin), and the one-line errors of each
+fault. Files and servers are made by the tests: file://
 URLs, and a local HTTP server for what only HTTP can do (errors, stalls, cut
 connections)."""
 
@@ -20,7 +21,7 @@ import zipfile
 
 import pytest
 
-from rcutil import data, experiments, profiles
+from rcutil import data, experiments, gpt2, jena_data, profiles, sst2_data
 
 
 @pytest.fixture
@@ -142,28 +143,37 @@ def test_unknown_name():
         data.find("nope.txt")
 
 
-def test_registry_knows_every_file_with_its_check():
-    for rel in [
-        "sst2/train.tsv",
-        "sst2/dev.tsv",
-        "gpt2_tokenizer/vocab.json",
-        "gpt2_tokenizer/merges.txt",
-    ]:
+def test_every_file_is_registered_by_the_module_that_reads_it_with_its_check():
+    for rel in (*sst2_data.SPLITS.values(), *sst2_data.TOKENIZER_FILES):
         assert len(data.ASSETS[rel].sha256) == 64 and data.ASSETS[rel].url
-    full, excerpt = data.ASSETS[data.JENA_FILE], data.ASSETS[data.JENA_EXCERPT]
-    assert full.url == data.JENA_URL and full.validate and full.sha256 is None
-    assert excerpt.source == data.JENA_FILE and excerpt.derive and excerpt.validate
+    assert data.ASSETS[gpt2.GPT2_SMALL.relpath] is gpt2.GPT2_SMALL
+    full = data.ASSETS[jena_data.FULL_FILE]
+    excerpt = data.ASSETS[jena_data.FIXTURE_FILE]
+    assert full.url == jena_data.URL and full.sha256 is None
+    assert full.validate is jena_data.check_structure and full.record
+    assert excerpt.source == jena_data.FULL_FILE and excerpt.pinned
+    assert excerpt.derive is jena_data.derive_fixture
+    assert excerpt.validate is jena_data.check_fixture and not excerpt.record
 
 
-def test_the_registry_is_complete_before_any_experiment_is_imported():
-    """The Jena files are known to rcutil.data without rcutil.jena_data imported."""
+def test_the_fetcher_knows_no_data_set_until_a_data_module_is_imported():
+    """rcutil.data is the generic fetcher: the data modules above it register their
+    files when imported (an import edge, never a name resolved from a string)."""
     code = (
-        "import sys; from rcutil import data; "
-        "assert 'rcutil.jena_data' not in sys.modules; "
-        "print(data.JENA_FILE in data.ASSETS, data.JENA_EXCERPT in data.ASSETS)"
+        "from rcutil import data; print(len(data.ASSETS)); "
+        "import rcutil.jena_data; print(sorted(data.ASSETS))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.stdout.split() == ["True", "True"], out.stderr
+    assert out.stdout.splitlines() == [
+        "0",
+        str(sorted([jena_data.FULL_FILE, jena_data.FIXTURE_FILE])),
+    ], out.stderr
+
+
+def test_an_unregistered_name_says_which_modules_register_files(isolated):
+    with pytest.raises(ValueError, match="unknown data file 'sst2/x.tsv'") as err:
+        data.find("sst2/x.tsv")
+    assert "rcutil.sst2_data" in str(err.value) and "registers" in str(err.value)
 
 
 @pytest.mark.parametrize("where", ["datadir", "cache"])
@@ -254,7 +264,7 @@ def test_unknown_checksum_is_recorded_then_enforced(isolated):
             raise data.DataError(f"{path}: wrong header")
 
     url = serve(isolated, "j.csv", b"header\n1,2\n")
-    data.register(data.Asset("j/j.csv", url, None, validate=validate))
+    data.register(data.Asset("j/j.csv", url, None, validate=validate, record=True))
     path = data.find("j/j.csv", progress=False)
     recorded = path.with_name("j.csv.sha256").read_text().split()[0]
     assert recorded == sha(b"header\n1,2\n") and len(checked) == 1
@@ -275,7 +285,11 @@ def test_a_stale_recorded_checksum_is_named_and_deleting_it_is_the_fix(isolated)
         if not path.read_bytes().startswith(b"header"):
             raise data.DataError(f"{path}: wrong header")
 
-    data.register(data.Asset("j/j.csv", "file:///nonexistent", None, validate=validate))
+    data.register(
+        data.Asset(
+            "j/j.csv", "file:///nonexistent", None, validate=validate, record=True
+        )
+    )
     good = put(isolated / "cache", "j/j.csv", b"header\n1,2\n")
     record = good.with_name("j.csv.sha256")
     record.write_text(f"{sha(b'other')}  j.csv\n")
@@ -293,7 +307,11 @@ def test_a_corrupt_file_with_a_recorded_checksum_names_the_record_too(isolated):
         if not path.read_bytes().startswith(b"header"):
             raise data.DataError(f"{path}: wrong header")
 
-    data.register(data.Asset("j/j.csv", "file:///nonexistent", None, validate=validate))
+    data.register(
+        data.Asset(
+            "j/j.csv", "file:///nonexistent", None, validate=validate, record=True
+        )
+    )
     bad = put(isolated / "cache", "j/j.csv", b"garbage")
     bad.with_name("j.csv.sha256").write_text(f"{sha(b'header')}  j.csv\n")
     with pytest.raises(data.DataError, match="is corrupt") as err:
@@ -303,12 +321,64 @@ def test_a_corrupt_file_with_a_recorded_checksum_names_the_record_too(isolated):
 
 @pytest.mark.parametrize("record", ["", "not-a-checksum  j.csv\n"])
 def test_a_damaged_checksum_record_is_named(isolated, record):
-    data.register(data.Asset("j/j.csv", "file:///nonexistent", None))
+    data.register(data.Asset("j/j.csv", "file:///nonexistent", None, record=True))
     put(isolated / "cache", "j/j.csv", b"header\n")
     (isolated / "cache" / "j" / "j.csv.sha256").write_text(record)
     with pytest.raises(data.DataError, match="not a sha256 record") as err:
         data.find("j/j.csv")
     assert "delete it" in str(err.value)
+
+
+def header_check(path):
+    if not path.read_bytes().startswith(b"header"):
+        raise data.DataError(f"{path}: wrong header")
+
+
+def test_a_record_beside_a_file_in_the_data_folder_is_neither_trusted_nor_written(
+    datadir,
+):
+    """Only the user cache holds records: in the data folder the file is checked by
+    its structure every time, whatever a .sha256 beside it says."""
+    checked = []
+
+    def validate(path):
+        checked.append(path)
+        header_check(path)
+
+    data.register(
+        data.Asset(
+            "j/j.csv", "file:///nonexistent", None, validate=validate, record=True
+        )
+    )
+    bad = put(datadir, "j/j.csv", b"garbage")
+    bad.with_name("j.csv.sha256").write_text(f"{sha(b'garbage')}  j.csv\n")
+    with pytest.raises(data.DataError, match="wrong header"):
+        data.find("j/j.csv")
+    good = put(datadir, "j/j.csv", b"header\n1,2\n")
+    good.with_name("j.csv.sha256").unlink()
+    assert data.find("j/j.csv") == good and checked
+    assert not good.with_name("j.csv.sha256").exists(), "nothing written there"
+
+
+@pytest.mark.parametrize("where", ["datadir", "cache"])
+def test_a_record_never_stands_in_for_a_pinned_check(request, isolated, where):
+    """An edited file with a matching .sha256 beside it is still refused by the digest
+    its check pins, in the data folder and in the cache alike."""
+    root = (
+        request.getfixturevalue("datadir") if where == "datadir" else isolated / "cache"
+    )
+
+    def pinned(path):
+        if sha(path.read_bytes()) != sha(b"the pinned rows\n"):
+            raise data.DataError(f"{path} is not the pinned excerpt")
+
+    data.register(data.Asset("j/head.csv", None, validate=pinned, pinned=True))
+    edited = put(root, "j/head.csv", b"the pinned rows, edited\n")
+    edited.with_name("head.csv.sha256").write_text(
+        f"{sha(edited.read_bytes())}  head.csv\n"
+    )
+    with pytest.raises(data.DataError, match="not the pinned excerpt"):
+        data.find("j/head.csv")
 
 
 # ----------------------------------------------------------------------- downloads
@@ -399,7 +469,7 @@ def test_a_server_that_never_answers_times_out_with_bounded_retries(
     msg = str(err.value)
     assert url in msg and f"after {data.ATTEMPTS} attempts" in msg
     assert "RCUTIL_DATA_DIR" in msg and "\n" not in msg
-    assert not list((isolated / "cache" / "d").glob(".download-*"))
+    assert not list((isolated / "cache" / "d").glob(".f.bin.*.tmp"))
 
 
 def test_a_transient_server_error_is_retried(isolated):
@@ -460,21 +530,16 @@ def test_two_processes_download_a_file_once(isolated):
 
 
 @pytest.mark.parametrize(
-    "litter",
-    [".download-f.bin-k1ll3d", ".derive-f.bin-k1ll3d", ".download-f.bin-r3c0rd"],
+    "litter", [".f.bin.k1ll3d.tmp", ".f.bin.sha256.r3c0rd.tmp", ".f.bin.zip.tmp"]
 )
 def test_what_a_killed_download_left_is_removed_by_the_next(isolated, litter):
     payload = b"fresh"
     folder = isolated / "cache" / "d"
-    left = folder / litter
-    if litter.endswith("r3c0rd"):  # a checksum record being written
-        put(folder, litter, b"0123")
-    else:
-        put(left, "raw", b"half a download")
+    left = put(folder, litter, b"half a download")
     url = serve(isolated, "f.bin", payload)
     data.register(data.Asset("d/f.bin", url, sha(payload)))
     assert data.find("d/f.bin", progress=False).read_bytes() == payload
-    assert not left.exists() and not list(folder.glob(".d*-*"))
+    assert not left.exists() and not list(folder.glob("*.tmp"))
 
 
 def test_what_a_killed_derivation_left_is_removed_by_the_next(isolated):
@@ -489,8 +554,7 @@ def test_what_a_killed_derivation_left_is_removed_by_the_next(isolated):
             derive=lambda src, out: out.write_bytes(src.read_bytes().upper()),
         )
     )
-    left = isolated / "cache" / "d" / ".derive-made.txt-k1ll3d"
-    put(left, "made.txt", b"AB")
+    left = put(isolated / "cache" / "d", ".made.txt.k1ll3d.tmp", b"AB")
     assert data.find("d/made.txt", progress=False).read_bytes() == b"ABC"
     assert not left.exists()
 
@@ -528,10 +592,10 @@ def test_a_killed_download_leaves_no_file_a_rerun_would_trust(isolated):
         proc.kill()
         proc.wait()
         folder = isolated / "cache" / "d"
-        assert not (folder / "f.bin").exists() and list(folder.glob(".download-*"))
+        assert not (folder / "f.bin").exists() and list(folder.glob(".f.bin.*.tmp"))
         data.register(data.Asset("d/f.bin", url, sha(payload)))
         assert data.find("d/f.bin", progress=False).read_bytes() == payload
-    assert not list(folder.glob(".download-*"))
+    assert not list(folder.glob(".f.bin.*.tmp"))
 
 
 def test_a_damaged_archive_member_names_the_archive_url_and_member(isolated):
@@ -552,7 +616,7 @@ def test_a_damaged_archive_member_names_the_archive_url_and_member(isolated):
         data.find("s/train.tsv", progress=False)
     msg = str(err.value)
     assert "member SST/train.tsv" in msg and archive.as_uri() in msg
-    assert ".download-" not in msg and "run again" in msg
+    assert ".tmp" not in msg and "run again" in msg
 
 
 def test_a_wrong_archive_member_is_reported_without_a_temporary_path(isolated):
@@ -571,7 +635,7 @@ def test_a_wrong_archive_member_is_reported_without_a_temporary_path(isolated):
     assert msg.startswith(
         f"the member SST/train.tsv of the archive from {archive.as_uri()} is corrupt"
     )
-    assert ".download-" not in msg and sha(b"expected") in msg
+    assert ".tmp" not in msg and sha(b"expected") in msg
 
 
 # --------------------------------------------------------------------- a fresh machine
@@ -603,9 +667,9 @@ def _mirror() -> dict[str, bytes]:
         for split in ("train", "dev"):
             zf.write(local[f"sst2/{split}.tsv"], f"SST-2/{split}.tsv")
     return {
-        data.SST2_URL: archive.getvalue(),
+        sst2_data.SST2_URL: archive.getvalue(),
         **{
-            data.GPT2_URL + name: local[f"gpt2_tokenizer/{name}"].read_bytes()
+            sst2_data.GPT2_URL + name: local[f"gpt2_tokenizer/{name}"].read_bytes()
             for name in ("vocab.json", "merges.txt")
         },
     }

@@ -77,6 +77,15 @@ def test_the_default_bound_of_a_count_is_four_per_core(monkeypatch):
     assert env.count(VAR, 2, what="things") == 2
 
 
+def test_a_count_with_its_own_bound_says_nothing_of_cores(monkeypatch):
+    monkeypatch.setenv(VAR, "abc")
+    with pytest.raises(env.EnvError, match="from 1 to 60") as err:
+        env.count(VAR, None, what="seconds to wait", high=60)
+    assert "seconds to wait" in str(err.value) and "cores" not in str(err.value)
+    with pytest.raises(env.EnvError, match="cores"):
+        env.count(VAR, None, what="threads")
+
+
 def test_an_unknown_test_profile_names_the_variable_and_the_profiles(tmp_path):
     """$RCUTIL_HYPOTHESIS_PROFILE, read by tests/conftest.py."""
     tests = Path(__file__).resolve().parent

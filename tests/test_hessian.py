@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import hessian
 
 torch.set_num_threads(1)

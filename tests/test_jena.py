@@ -547,7 +547,9 @@ def test_rows_out_of_order_or_repeated_are_cleaned_and_counted_in_the_result(tmp
     path = tmp_path / "jena.csv"
     path.write_bytes(b"\n".join([header, *rows]) + b"\n")
     result = jena.run(
-        short_ci(steps=3, floor_iterations=3, spectra_every=1), progress=False, path=path
+        short_ci(steps=3, floor_iterations=3, spectra_every=1),
+        progress=False,
+        path=path,
     )
     cleaning = result.data.cleaning
     assert cleaning.out_of_order == 2 and cleaning.duplicates == 1

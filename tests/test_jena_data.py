@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import synthetic_jena as sj
 
-import rcutil  # noqa: F401
 from rcutil import data
 from rcutil import jena_data as jd
 from rcutil.experiments import jena
@@ -567,3 +566,24 @@ def test_a_damaged_excerpt_says_how_to_fix_it_and_the_fix_works(
     path.unlink()
     point_url(monkeypatch, (tmp_path / "nowhere.zip").as_uri())  # the cached full file
     assert data.find(jd.FIXTURE_FILE, progress=False) == path
+
+
+def test_an_edited_excerpt_with_a_matching_record_in_the_data_folder_is_refused(
+    tmp_path, monkeypatch
+):
+    """A record beside a file in the data folder is no record of rcutil's: the excerpt
+    is checked by its pinned values whatever a .sha256 beside it says."""
+    source = data.find(jd.FIXTURE_FILE, allow_download=False)
+    folder = tmp_path / "data" / "jena_climate"
+    folder.mkdir(parents=True)
+    edited = folder / source.name
+    raw = source.read_bytes()
+    value = float(raw.split(b"\n")[20].split(b",")[T + 1]) + 5
+    edited.write_bytes(set_field(raw, 20, T + 1, b"%.2f" % value))
+    edited.with_name(edited.name + ".sha256").write_text(
+        f"{data.sha256sum(edited)}  {edited.name}\n"
+    )
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "data"))
+    with pytest.raises(jd.JenaFormatError, match="is not the first 154 rows") as err:
+        data.find(jd.FIXTURE_FILE, allow_download=False)
+    assert str(edited) in str(err.value) and "Delete it" in str(err.value)

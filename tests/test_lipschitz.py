@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import checks, claims, settings_for
 from rcutil.experiments import lipschitz
 from rcutil.experiments.lipschitz import verdicts
@@ -123,13 +122,18 @@ def test_the_constant_of_w_v_uses_the_largest_row_norm():
 def _status(result):
     """The claim's status from the stored ratios, written out here."""
     worst = max(max(float(np.max(c.ratios)), c.attained) for c in result.constants)
-    return claims.DEVIATION if worst <= 1 + 1e-6 else claims.NOT_REPRODUCED
+    return claims.REPRODUCED if worst <= 1 + 1e-6 else claims.NOT_REPRODUCED
 
 
 def test_the_claim_follows_from_every_ratio(result):
     (claim,) = verdicts.claims(result)
     assert claim.key == "lemma-lipschitz" and claim.rule
-    assert claim.status == _status(result) == claims.DEVIATION
+    assert claim.verdict == _status(result) == claims.REPRODUCED
+    assert claim.setting.differences[0] == "constants derived here"
+    assert claim.reason == f"every one of the {len(lipschitz.CONSTANTS)} constants " + (
+        "bounds its differences"
+    )
+    assert f"is {verdicts.largest(result):.4f}" in claim.book
 
 
 @pytest.mark.parametrize("name", lipschitz.CONSTANTS)
@@ -142,7 +146,13 @@ def test_one_ratio_above_its_constant_flips_the_claim(result, name, field):
     else:
         c.attained = 1.01
     assert _status(edited) == claims.NOT_REPRODUCED
-    assert verdicts.claims(edited)[0].status == claims.NOT_REPRODUCED
+    row = verdicts.claims(edited)[0]
+    assert (
+        row.verdict == claims.NOT_REPRODUCED
+        and row.setting == verdicts.claims(result)[0].setting
+    )
+    assert row.reason.endswith(f": {verdicts.LABEL[name]}")
+    assert row.book.endswith("is 1.0100")
     assert not all(row.ok for row in verdicts.checks(edited))
 
 
@@ -151,7 +161,7 @@ def test_a_constant_no_longer_attained_fails_its_check_not_the_claim(result):
     pick(edited.constants, name="W_2").attained = 0.9
     failed = [row.what for row in verdicts.checks(edited) if not row.ok]
     assert failed == ["$L_{W_2}$: ratio on its attaining instance"]
-    assert verdicts.claims(edited)[0].status == claims.DEVIATION
+    assert verdicts.claims(edited)[0].verdict == claims.REPRODUCED
 
 
 def test_no_instances_is_refused():

@@ -197,8 +197,36 @@ def test_chapters_must_name_files(project):
     nothing_happened(project)
     assert make(project, "execute", "CHAPTERS=book/mod*.md").returncode == 0
     assert ran(project)[-1].endswith(
-        "--cache ./_build/ci/_build/.jupyter_cache book/model.md"
+        "--cache ./_build/ci/_build/.jupyter_cache -- book/model.md"
     )
+
+
+@pytest.mark.parametrize(
+    "name", ["x';date>X;'.md", "reader's.md", "x`date>X`.md", 'x";date>X;".md']
+)
+def test_a_chapter_named_with_shell_syntax_is_passed_as_a_name(project, name):
+    """A real file whose name holds quotes or commands reaches the runner as that name;
+    nothing in it runs."""
+    (project / "book" / name).write_text("")
+    proc = make(project, "execute", f"CHAPTERS=book/{name}")
+    assert proc.returncode == 0, proc.stderr
+    assert not (project / "X").exists(), "an injected command ran"
+    assert ran(project)[-1].endswith(f" -- book/{name}")
+
+
+def test_chapters_outside_book_are_refused(project, tmp_path):
+    outside = tmp_path / "outside.md"
+    outside.write_text("")
+    (project / "book" / "notes.txt").write_text("")
+    for chapters in (str(outside), "book/../Makefile", "book/notes.txt"):
+        line = refused(make(project, "execute", f"CHAPTERS={chapters}"), chapters)
+        assert "not a .md file in ./book" in line
+    nothing_happened(project)
+
+
+def test_a_quote_in_book_root_is_refused(project, tmp_path):
+    refused(make(project, "execute", f"BOOK_ROOT={tmp_path}/it's"), "holds a quote")
+    nothing_happened(project)
 
 
 # -------------------------------------------------------------------- the real Makefile

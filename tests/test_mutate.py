@@ -98,3 +98,26 @@ def test_work_folders_are_named_by_the_module_path():
         mutate.work_folder("rcutil/experiments/jena/verdicts.py").name
         == "experiments.jena.verdicts"
     )
+
+
+def test_a_module_whose_test_file_is_missing_is_an_error(monkeypatch, capsys):
+    modules = {
+        "rcutil/claims.py": ["tests/test_claims.py", "tests/test_nothing_here.py"]
+    }
+    monkeypatch.setattr(mutate, "config", lambda: {"modules": modules})
+    ran = []
+    monkeypatch.setattr(mutate, "mutmut", lambda *a, **k: ran.append(a) or "")
+    assert mutate.main(["--modules", "rcutil/claims.py"]) == 2
+    err = capsys.readouterr().err
+    assert "rcutil/claims.py" in err and "tests/test_nothing_here.py" in err
+    assert "[tool.mutmut.modules]" in err and not ran
+
+
+def test_every_experiments_verdicts_are_mutated_with_its_tests():
+    from rcutil import experiments
+
+    modules = mutate.config()["modules"]
+    for e in experiments.registry():
+        path = "rcutil/" + e.verdicts.removeprefix("rcutil.").replace(".", "/") + ".py"
+        assert path in modules, f"{path} is not in [tool.mutmut.modules]"
+    assert {"rcutil/claims.py", "rcutil/report.py"} <= set(modules)

@@ -45,8 +45,9 @@ def test_every_chapter_becomes_a_notebook_whose_first_cell_installs_the_commit(
         assert first.cell_type == "code" and f"@{COMMIT}" in first.source
         compile(first.source, "setup", "exec")
         assert any(
-            "import rcutil" in c.source for c in nb.cells[1:] if c.cell_type == "code"
+            "from rcutil" in c.source for c in nb.cells[1:] if c.cell_type == "code"
         )
+        assert 'os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")' in first.source
 
 
 def test_the_markdown_holds_no_myst_syntax(notebooks):
@@ -149,3 +150,55 @@ def test_a_chapter_runs_in_a_fresh_kernel_against_a_wheel(notebooks, tmp_path):
     assert Path(printed).is_relative_to(site), (
         printed
     )  # the wheel's copy, not the source tree
+
+
+def test_a_corporate_author_is_cited_whole(tmp_path):
+    bib = tmp_path / "refs.bib"
+    bib.write_text(
+        "@misc{inst,\n  author = {{Max Planck Institute for Biogeochemistry}},\n"
+        "  year = {2016}\n}\n"
+        "@misc{two,\n  author = {Qin, Zhen and Zhou, Jinxin},\n  year = {2025}\n}\n"
+        "@misc{many,\n  author = {Chollet, Fran{\\c{c}}ois and others},\n"
+        "  year = {2020}\n}\n"
+    )
+    cited = build_notebooks.read_bib(bib)
+    assert cited["inst"] == ("Max Planck Institute for Biogeochemistry", "2016")
+    assert cited["two"] == ("Qin and Zhou", "2025")
+    assert cited["many"] == ("Chollet et al.", "2020")
+
+
+def test_the_notebook_carries_the_outputs_of_the_build(tmp_path):
+    import jupytext
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    md = ROOT / "book" / "model.md"
+    executed = jupytext.read(md)
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    new = nbformat.v4
+    for i, cell in enumerate(code):
+        cell.outputs = [
+            new.new_output("stream", name="stdout", text=f"cell {i}\n"),
+            new.new_output("stream", name="stderr", text="progress\n"),
+            new.new_output(
+                "display_data",
+                data={"application/papermill.record/text/plain": "1"},
+                metadata={"scrapbook": {"name": f"g{i}"}},
+            ),
+        ]
+    cache = tmp_path / "cache"
+    get_cache(str(cache)).cache_notebook_bundle(
+        CacheBundleIn(executed, str(md)), check_validity=False
+    )
+    nb = build_notebooks.convert(md, "https://x/y", COMMIT, executed=cache)
+    outputs = [c.outputs for c in nb.cells[1:] if c.cell_type == "code"]
+    assert [o[0]["text"] for o in outputs] == [f"cell {i}\n" for i in range(len(code))]
+    assert all(len(o) == 1 for o in outputs)  # no progress bar, no glue record
+    # a chapter whose code changed since it was executed has no outputs to take
+    code[0].source += "\n# changed"
+    stale = tmp_path / "stale"
+    get_cache(str(stale)).cache_notebook_bundle(
+        CacheBundleIn(executed, str(md)), check_validity=False
+    )
+    with pytest.raises(build_notebooks.NotExecuted, match="make execute"):
+        build_notebooks.convert(md, "https://x/y", COMMIT, executed=stale)

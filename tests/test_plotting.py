@@ -79,3 +79,20 @@ def test_one_seed_draws_no_band_and_a_wrong_spread_is_named():
     with pytest.raises(ValueError, match="spread must be 'se' or 'sd'"):
         plotting.band(ax, [0, 1], [1.0, 2.0], color="k", spread="ci")
     plt.close(fig)
+
+
+def test_a_figure_shown_in_a_page_is_at_most_the_page_width():
+    import matplotlib.pyplot as plt
+
+    matplotlib.use("Agg")
+    wide, _ = plt.subplots(figsize=(9, 3.4))
+    narrow, _ = plt.subplots(figsize=(4, 3))
+    try:
+        assert tuple(plotting.page_width(wide).get_size_inches()) == (
+            plotting.PAGE_WIDTH,
+            3.4,
+        )
+        assert tuple(plotting.page_width(narrow).get_size_inches()) == (4, 3)
+    finally:
+        plt.close(wide)
+        plt.close(narrow)

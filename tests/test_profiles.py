@@ -48,7 +48,8 @@ def test_a_typed_row_is_served_with_its_profile():
     table = {"ci": ci, "book": dataclasses.replace(ci, steps=100), "paper": ci}
     row = profiles.settings_for(table, "book")
     assert row == Sizes(steps=100, seeds=(0, 1), profile="book")
-    assert row.profile == row["profile"] == "book" and row["steps"] == 100
+    assert row.profile == profiles.profile_of(row) == "book" and row.steps == 100
+    assert profiles.profile_of({"profile": "ci", "steps": 3}) == "ci"
     assert table["book"].profile == ""  # the table itself is left as written
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.steps = 5
@@ -60,3 +61,16 @@ def test_typed_rows_of_different_classes_or_kinds_are_refused():
         profiles.settings_for({"ci": ci, "book": ci, "paper": Other(steps=1)}, "ci")
     with pytest.raises(TypeError, match="rcutil.profiles.Settings"):
         profiles.settings_for({"ci": ci, "book": ci, "paper": {"steps": 1}}, "ci")
+
+
+def test_a_typed_row_shows_one_field_per_line():
+    from IPython.lib.pretty import pretty
+
+    shown = pretty(Sizes(steps=10, seeds=(0, 1), profile="ci")).splitlines()
+    assert shown == [
+        "Sizes(",
+        "    profile='ci',",
+        "    steps=10,",
+        "    seeds=(0, 1),",
+        ")",
+    ]

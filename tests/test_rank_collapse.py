@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from rcutil import claims
 from rcutil.checks import require
-from rcutil.claims import DEVIATION, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from rcutil.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from rcutil.experiments import rank_collapse as rc
 from rcutil.experiments.rank_collapse import verdicts
 from rcutil.model import Transformer, attention
@@ -209,14 +210,13 @@ def _collapses(result, scaling) -> bool:
     return a[:, -1].mean() < 1e-3 * z[:, -1].mean() and len(means) >= 3 and falling
 
 
-def _spectral_status(result) -> str:
+def _spectral_verdict(result) -> str:
     bound = all(
         (p.centred_lower <= p.sigma_min * (1 + 1e-10)).all() for p in result.sweep
     )
     positive = _sweep(result, "tau=d_qk", 1.0).centred_lower[:, -1].min() > 0
-    if not (_collapses(result, "tau=d_qk") and bound and positive):
-        return NOT_REPRODUCED
-    return REPRODUCED if _collapses(result, "tau=sqrt(d_qk)") else DEVIATION
+    ok = _collapses(result, "tau=d_qk") and bound and positive
+    return REPRODUCED if ok else NOT_REPRODUCED
 
 
 def _ends(result):
@@ -227,36 +227,56 @@ def _ends(result):
     ]
 
 
-def _statuses(result) -> dict:
-    return {c.key: c.status for c in verdicts.claims(result)}
+def _verdicts(result) -> dict:
+    return {c.key: c.verdict for c in verdicts.claims(result)}
 
 
-def test_statuses_follow_from_the_numbers(result):
-    """The spectral claim by its rule written out; GD's by its evidence: every seed with
-    the residual ends below every seed without it, which four seeds per arm resolve
-    (exact one-sided p = 1/70)."""
+def _with_seeds(result, ends0, ends1):
+    """The result with GD's last losses over the floor set seed by seed: ``ends0``
+    without, ``ends1`` with the residual (floor 1, as many seeds as given)."""
+    edited = copy.deepcopy(result)
+    k = len(ends0)
+    for run in edited.training:
+        loss = np.ones((k, run.loss.shape[1]))
+        loss[:, -1] = ends1 if run.beta == 1.0 else ends0
+        run.loss = loss
+    edited.training_floor = [1.0] * k
+    edited.settings = dataclasses.replace(edited.settings, train_seeds=tuple(range(k)))
+    return edited
+
+
+def test_verdicts_follow_from_the_numbers(result):
+    """The spectral claim by its rule written out; GD's by its paired test: four seeds
+    cannot resolve it (the smallest paired p-value is 1/16)."""
     without, with_ = _ends(result)
     assert with_.max() < without.min() and len(with_) == len(without) == 4
-    assert _statuses(result) == {
-        "rank-collapse": _spectral_status(result),
-        "rank-collapse-gd": DEVIATION,
+    assert _verdicts(result) == {
+        "rank-collapse": _spectral_verdict(result),
+        "rank-collapse-gd": INCONCLUSIVE,
     }
-    assert set(_statuses(result).values()) == {DEVIATION}
+    assert _spectral_verdict(result) == REPRODUCED
+    gd = verdicts.claims(result)[1]
+    assert gd.decision.parts[0].p == pytest.approx(1 / 16)
+    assert "it would take about 5 seeds per arm" in gd.reason
+    for claim in verdicts.claims(result):
+        assert claim.setting.kind == claims.RECONSTRUCTION
 
 
 def test_the_collapse_is_read_at_the_largest_d_qk(result):
     edited = copy.deepcopy(result)
     attn = _sweep(edited, "tau=d_qk", 0.0).sigma_min
     attn[:, -1] = attn[:, -2] * 1.01  # the last d_QK no longer falls
-    assert _spectral_status(edited) == NOT_REPRODUCED
-    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    assert _spectral_verdict(edited) == NOT_REPRODUCED
+    assert _verdicts(edited)["rank-collapse"] == NOT_REPRODUCED
+    assert verdicts.claims(edited)[0].reason == "fails: the collapse"
     edited = copy.deepcopy(result)  # falling, but to 2e-3 of the residual
     point = _sweep(edited, "tau=d_qk", 0.0)
     point.sigma_min = (
         point.sigma_min * 2e-3 / verdicts.collapse(result, "tau=d_qk").ratio
     )
-    assert _spectral_status(edited) == NOT_REPRODUCED
-    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    assert _spectral_verdict(edited) == NOT_REPRODUCED
+    assert _verdicts(edited)["rank-collapse"] == NOT_REPRODUCED
+    assert "(2.0e-03 of" in verdicts.claims(edited)[0].book
     edited = copy.deepcopy(result)  # below 1e-3 only at the largest d_QK
     point = _sweep(edited, "tau=d_qk", 0.0)
     point.sigma_min[:, :-1] *= 10
@@ -265,62 +285,99 @@ def test_the_collapse_is_read_at_the_largest_d_qk(result):
         / _sweep(edited, "tau=d_qk", 1.0).sigma_min[:, -2].mean()
     )
     assert second > 1e-3
-    assert _spectral_status(edited) == _statuses(edited)["rank-collapse"] == DEVIATION
+    assert _spectral_verdict(edited) == _verdicts(edited)["rank-collapse"] == REPRODUCED
 
 
 def test_the_collapse_is_read_without_the_residual(result):
     edited = copy.deepcopy(result)
     for p in edited.sweep:  # beta = 0 and beta = 1 swap places
         p.beta = {0.0: 1.0, 1.0: 0.0}.get(p.beta, p.beta)
-    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    assert _verdicts(edited)["rank-collapse"] == NOT_REPRODUCED
 
 
-def test_the_scaling_decides_between_deviation_and_reproduced(result):
+def test_the_scaling_changes_the_setting_not_the_verdict(result):
     edited = copy.deepcopy(result)
     for p in edited.sweep:  # the two scalings swap places
         p.scaling = {"tau=d_qk": "tau=sqrt(d_qk)", "tau=sqrt(d_qk)": "tau=d_qk"}.get(
             p.scaling, p.scaling
         )
-    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    assert _verdicts(edited)["rank-collapse"] == NOT_REPRODUCED
+    row = verdicts.claims(result)[0]
+    assert row.setting.differences[-1].endswith("does not collapse")
     edited = copy.deepcopy(result)  # tau = sqrt(d_QK) collapsing as well
     for beta in rc.BETAS:
         usual = _sweep(edited, "tau=sqrt(d_qk)", beta)
         usual.sigma_min = _sweep(edited, "tau=d_qk", beta).sigma_min.copy()
-    assert _spectral_status(edited) == REPRODUCED
-    assert _statuses(edited)["rank-collapse"] == REPRODUCED
+    assert _spectral_verdict(edited) == REPRODUCED
+    row = verdicts.claims(edited)[0]
+    assert row.verdict == REPRODUCED
+    assert row.setting.differences[-1].endswith("collapses too")
 
 
 def test_the_bound_is_required_on_every_seed_and_everywhere(result):
     edited = copy.deepcopy(result)  # one seed's bound negative, still a bound
     _sweep(edited, "tau=d_qk", 1.0).centred_lower[0, -1] = -1.0
     assert np.median(_sweep(edited, "tau=d_qk", 1.0).centred_lower[:, -1]) > 0
-    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    assert _verdicts(edited)["rank-collapse"] == NOT_REPRODUCED
+    row = verdicts.claims(edited)[0]
+    assert row.reason == "fails: a positive bound" and "$\\ge$ -1.00 on" in row.book
     edited = copy.deepcopy(result)  # the bound above sigma_min at one point
     p = _sweep(edited, "tau=1", 0.5)
     p.centred_lower[1, 3] = p.sigma_min[1, 3] * 1.01
-    assert _statuses(edited)["rank-collapse"] == NOT_REPRODUCED
+    assert _verdicts(edited)["rank-collapse"] == NOT_REPRODUCED
+    assert verdicts.claims(edited)[0].reason == "fails: the bound"
+
+
+SIX_WITHOUT = np.array([1.0, 0.9, 1.1, 0.95, 1.05, 1.0])
+SIX_WITH = np.array([0.01, 0.02, 0.015, 0.012, 0.03, 0.02])
+
+
+def test_six_seeds_all_lower_with_the_residual_reproduce_it(result):
+    edited = _with_seeds(result, SIX_WITHOUT, SIX_WITH)
+    gd = verdicts.claims(edited)[1]
+    d = np.log10(SIX_WITH) - np.log10(SIX_WITHOUT)
+    part = gd.decision.parts[0]
+    assert gd.verdict == REPRODUCED and part.p == pytest.approx(1 / 64)
+    assert part.estimate == pytest.approx(d.mean()) and part.high < 0
+    assert part.values == (tuple(np.log10(SIX_WITH)), tuple(np.log10(SIX_WITHOUT)))
+    assert gd.evidence == gd.decision.line() and "6 paired seeds" in gd.evidence
+    assert claims.num(d.mean()) in gd.evidence
+    assert "(mean ± s.e., 6 seeds)" in gd.book
+    assert gd.reason == "the test decides for it"
+
+
+def test_one_seed_against_decides_by_its_size(result):
+    small = SIX_WITH.copy()
+    small[0] = 1.3 * SIX_WITHOUT[0]  # the smallest difference, the other way
+    gd_small = verdicts.claims(_with_seeds(result, SIX_WITHOUT, small))[1]
+    assert gd_small.verdict == REPRODUCED
+    assert gd_small.decision.parts[0].p == pytest.approx(2 / 64)
+    large = SIX_WITH.copy()
+    large[0] = 100.0 * SIX_WITHOUT[0]  # two decades the other way on one seed
+    gd_large = verdicts.claims(_with_seeds(result, SIX_WITHOUT, large))[1]
+    assert gd_large.verdict == INCONCLUSIVE
+    assert gd_large.decision.parts[0].p > 0.05
 
 
 def test_gd_is_decided_by_the_last_loss_of_each_residual_strength(result):
-    edited = copy.deepcopy(result)
-    for r in edited.training:  # the two arms swap places: every seed the other way
-        r.beta = 1.0 - r.beta
-    assert _statuses(edited)["rank-collapse-gd"] == NOT_REPRODUCED
-    edited = copy.deepcopy(result)  # with the residual the last step jumps
-    run0, run1 = (next(r for r in edited.training if r.beta == b) for b in (0.0, 1.0))
-    run1.loss[:, -1] = run0.loss[:, -1] * 1.5
-    assert run1.loss.min(axis=1).max() < run0.loss[:, -1].min()  # the best stays low
-    assert _statuses(edited)["rank-collapse-gd"] == NOT_REPRODUCED
+    swapped = _with_seeds(result, SIX_WITH, SIX_WITHOUT)
+    gd = verdicts.claims(swapped)[1]
+    assert gd.verdict == NOT_REPRODUCED
+    assert gd.reason.endswith("goes the other way")
+    edited = _with_seeds(result, SIX_WITHOUT, SIX_WITH)  # the best step stays low
+    run1 = next(r for r in edited.training if r.beta == 1.0)
+    run1.loss[:, 1] = 1e-6
+    run1.loss[:, -1] = SIX_WITHOUT * 1.5
+    assert _verdicts(edited)["rank-collapse-gd"] == NOT_REPRODUCED
 
 
 def test_noise_alone_is_inconclusive(result):
-    edited = copy.deepcopy(result)
-    run0, run1 = (next(r for r in edited.training if r.beta == b) for b in (0.0, 1.0))
-    noise = np.array([1.001, 0.999, 1.0005, 0.9995])
-    run1.loss[:, -1] = run0.loss[:, -1] * noise[: run1.loss.shape[0]]
+    noise = np.array([1.001, 0.999, 1.0005, 0.9995, 1.0002, 0.9998])
+    edited = _with_seeds(result, SIX_WITHOUT, SIX_WITHOUT * noise)
     without, with_ = _ends(edited)  # the arms interleave: neither side resolves
     assert with_.min() < without.max() and without.min() < with_.max()
-    assert _statuses(edited)["rank-collapse-gd"] == INCONCLUSIVE
+    gd = verdicts.claims(edited)[1]
+    assert gd.verdict == INCONCLUSIVE and "it would take" in gd.reason
 
 
 def test_the_claims_show_their_uncertainty_and_typeset_math(result):
@@ -329,4 +386,4 @@ def test_the_claims_show_their_uncertainty_and_typeset_math(result):
         for text in (claim.claim, claim.paper, claim.book, claim.reason, claim.rule):
             assert "d_QK" not in text and "sigma_min" not in text, text
     gd = verdicts.claims(result)[1]
-    assert "p = " in gd.book and "4 seeds" in gd.book
+    assert "p = " in gd.evidence and "4 paired seeds" in gd.evidence

@@ -60,6 +60,25 @@ def test_read_tsv_strips_the_trailing_space(tmp_path):
     assert split.labels == [0, 1, 1] and len(split) == 3
 
 
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"], ids=["LF", "CRLF", "CR"])
+def test_every_line_ending_reads_the_same_rows(tmp_path, ending):
+    rows = ["sentence\tlabel", "hide new secretions \t0", "a patient viewer \t1"]
+    split = read_tsv(write(tmp_path, ending.join(rows) + ending))
+    assert split.sentences == ["hide new secretions", "a patient viewer"]
+    assert split.labels == [0, 1]
+    with pytest.raises(DataError, match="label must be 0 or 1") as info:
+        read_tsv(write(tmp_path, ending.join([*rows, "bad \t2"]) + ending))
+    assert str(info.value).startswith(f"{tmp_path / 'rows.tsv'}, line 4:")
+
+
+def test_the_dev_split_with_old_mac_line_endings_reads_as_before(tmp_path):
+    local_file("sst2/dev.tsv")
+    dev = sst2_data.load_split("dev")
+    cr = tmp_path / "dev.tsv"
+    cr.write_bytes(find("sst2/dev.tsv").read_bytes().replace(b"\n", b"\r"))
+    assert read_tsv(cr) == dev and len(dev) == 872
+
+
 @pytest.mark.parametrize(
     "text, line, what",
     [

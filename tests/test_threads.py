@@ -1,6 +1,8 @@
 """rcutil.threads: torch's thread count from $RCUTIL_TORCH_THREADS, bounded to 1 .. four
 per core, and the block that runs on a given count."""
 
+import os
+
 import pytest
 import torch
 
@@ -59,3 +61,12 @@ def test_torch_threads_sets_a_count_for_a_block_and_restores_it(restore_threads)
     assert torch.get_num_threads() == 2
     with threads.torch_threads(None):
         assert torch.get_num_threads() == 2
+
+
+def test_openblas_gets_one_thread_unless_its_variable_says_otherwise(monkeypatch):
+    monkeypatch.delenv(threads.BLAS_VAR, raising=False)
+    threads.single_threaded_blas()
+    assert os.environ[threads.BLAS_VAR] == "1"
+    monkeypatch.setenv(threads.BLAS_VAR, "3")
+    threads.single_threaded_blas()
+    assert os.environ[threads.BLAS_VAR] == "3"

@@ -10,7 +10,6 @@ import math
 import pytest
 import torch
 
-import rcutil  # noqa: F401  (thread policy before numpy)
 from rcutil import tightness
 from rcutil.model import Transformer
 

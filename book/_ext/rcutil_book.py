@@ -1,89 +1,69 @@
-"""Sphinx extension of the book: a light MathJax served from the site, icons as a font,
-scripts deferred and each loaded once, a description per page, and launch buttons that
-open the published notebooks. Website tooling only: it never imports ``rcutil`` or
-torch.
+"""Sphinx extension of the book: math typeset at build time (:mod:`rcutil_math`), icons
+from a font cut to the glyphs the pages draw, scripts deferred and each loaded once, a
+description per page, launch buttons and a download button that give the chapter as a
+ready-to-run notebook, and boxes that show when they scroll sideways. Website tooling
+only: it never imports ``rcutil`` or torch.
 
-MathJax 3 is served from the site itself instead of a CDN: the pages then typeset their
-equations without any network, which is what a reader who opens the built site offline,
-and the browser test of the site, need. MathJax's files come from the
-``django-static-mathjax`` wheel (plain MathJax 3.2.2, no dependencies). Instead of a
-combined bundle (``tex-svg.js``, 2 MB), a page loads only the components the book uses
-(:data:`MATHJAX_COMPONENTS`: TeX input with the AMS macros, HTML-CSS output with its web
-fonts, lazy typesetting of equations off screen, and hidden MathML for screen readers),
-about a third of the bytes. The theme's icons come from Font Awesome's web fonts, which
-the theme ships, through ``_static/rcutil.css``, instead of its 1.5 MB JavaScript.
+The theme's icons come from Font Awesome's web fonts, which the theme ships, instead of
+its 1.5 MB JavaScript; the build cuts the fonts to the glyphs the pages use (the icons
+named in the pages and every icon that the theme's style sheets draw, such as the
+admonitions' lightbulb) and removes the theme's own ``@font-face`` rules, so that no
+page loads the complete fonts.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import sys
 from pathlib import Path
 
-#: The script the pages load, relative to ``_static``: MathJax's loader, which then
-#: loads the components below from the same folder.
-MATHJAX_PATH = "mathjax/startup.js"
-#: The MathJax components the book's equations need (TeX macros of base and AMS).
-MATHJAX_COMPONENTS = [
-    "core",
-    "input/tex-base",
-    "[tex]/ams",
-    "[tex]/noundefined",
-    "output/chtml",
-    "ui/lazy",
-    "a11y/assistive-mml",
-]
-#: The files of those components, relative to MathJax's ``es5`` folder.
-MATHJAX_FILES = [
-    "startup.js",
-    "core.js",
-    "input/tex-base.js",
-    "input/tex/extensions/ams.js",
-    "input/tex/extensions/noundefined.js",
-    "output/chtml.js",
-    "output/chtml/fonts/tex.js",
-    "output/chtml/fonts/woff-v2",
-    "ui/lazy.js",
-    "a11y/assistive-mml.js",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rcutil_math  # noqa: E402  (beside this file)
 
-
-def mathjax_es5_dir() -> Path:
-    import mathjax  # the django-static-mathjax wheel
-
-    path = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
-    missing = [f for f in MATHJAX_FILES if not (path / f).exists()]
-    if missing:
-        raise FileNotFoundError(
-            f"MathJax's {missing} are not in {path}: reinstall django-static-mathjax"
-        )
-    return path
-
-
-#: The book's stylesheet, which names every icon the pages show by its code point.
-STYLESHEET = Path(__file__).resolve().parents[1] / "_static" / "rcutil.css"
+ROOT = Path(__file__).resolve().parents[2]
 #: Font Awesome's fonts (in the theme) and the subsets the pages load, in ``_static``.
 ICON_FONTS = {
     "fa-solid-900.ttf": "icons/fa-solid.woff",
     "fa-brands-400.ttf": "icons/fa-brands.woff",
 }
+#: ``.fa-name:before{content:"\f002"}``: the rules of Font Awesome's style sheet that
+#: name an icon's glyph (the theme bundles that sheet in its own).
+FA_CLASS_RULE = re.compile(
+    r'((?:\.fa-[\w-]+::?before\s*,?\s*)+)\{\s*content:\s*"(\\[0-9a-fA-F]{1,6}|[^"])"\s*;?\s*\}'
+)
+#: A glyph in a ``content`` or a ``--pst-icon-*`` property: an escape or the character.
+_GLYPH = r'"(\\[0-9a-fA-F]{4,6}|[\ue000-\uf8ff])"'
 
 
-def icon_code_points(css: str) -> list[int]:
-    """The code points of the icons that ``rcutil.css`` draws (``content:
-    "\\f104"``)."""
-    return sorted(
-        {int(h, 16) for h in re.findall(r'content:\s*"\\([0-9a-f]{4})"', css)}
-    )
+def _code_point(value: str) -> int:
+    return int(value[1:], 16) if value.startswith("\\") else ord(value)
 
 
-def _icon_fonts(staging: Path) -> None:
-    """Font Awesome's two fonts cut to the icons the pages show: a few kB instead of
-    275 kB that every page would load first."""
-    from fontTools import subset  # a dependency of matplotlib
+def icon_code_points(css: list[str], pages: list[str]) -> list[int]:
+    """The glyphs that a page can draw from the icon fonts: the icons that the pages
+    name by class (``fa-rocket``) and every glyph that the style sheets put in a
+    ``content`` or an icon variable outside Font Awesome's list of classes (the
+    admonitions' icons, the theme's chevrons)."""
+    by_class: dict[str, int] = {}
+    drawn: set[int] = set()
+    for sheet in css:
+        for m in FA_CLASS_RULE.finditer(sheet):
+            for name in re.findall(r"\.(fa-[\w-]+)", m[1]):
+                by_class[name] = _code_point(m[2])
+        rest = FA_CLASS_RULE.sub("", sheet)
+        for v in re.findall(rf"(?:content|--pst-icon-[\w-]+)\s*:\s*{_GLYPH}", rest):
+            drawn.add(_code_point(v))
+    for page in pages:
+        for classes in re.findall(r'class="([^"]*)"', page):
+            drawn.update(by_class[c] for c in classes.split() if c in by_class)
+    return sorted(p for p in drawn if 0xE000 <= p <= 0xF8FF)
+
+
+def _theme_fonts() -> Path:
     import pydata_sphinx_theme
 
-    fonts = (
+    return (
         Path(pydata_sphinx_theme.__file__).parent
         / "theme"
         / "pydata_sphinx_theme"
@@ -92,7 +72,28 @@ def _icon_fonts(staging: Path) -> None:
         / "fontawesome"
         / "webfonts"
     )
-    points = icon_code_points(STYLESHEET.read_text())
+
+
+#: The theme's ``@font-face`` rules of Font Awesome (the complete fonts).
+THEME_FONT_FACE = re.compile(r"@font-face\s*\{[^}]*Font Awesome[^}]*\}")
+
+
+def _icon_fonts(out: Path) -> None:
+    """Font Awesome's fonts cut to the glyphs the site draws (a few kB instead of 275
+    kB), the theme's rules that load the complete fonts removed, and those fonts left
+    out of the site."""
+    from fontTools import subset  # a dependency of matplotlib
+
+    static = out / "_static"
+    sheets = sorted(static.rglob("*.css"))
+    css = [p.read_text(encoding="utf-8", errors="replace") for p in sheets]
+    pages = [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in out.rglob("*.html")
+        if "_static" not in p.parts
+    ]
+    points = icon_code_points(css, pages)
+    fonts = _theme_fonts()
     for name, target in ICON_FONTS.items():
         if not (fonts / name).exists():
             raise FileNotFoundError(
@@ -101,37 +102,31 @@ def _icon_fonts(staging: Path) -> None:
             )
         options = subset.Options()
         options.flavor = "woff"
+        options.ignore_missing_unicodes = True
         font = subset.load_font(str(fonts / name), options)
         subsetter = subset.Subsetter(options)
         subsetter.populate(unicodes=points)
         subsetter.subset(font)
-        (staging / target).parent.mkdir(parents=True, exist_ok=True)
-        subset.save_font(font, str(staging / target), options)
+        (static / target).parent.mkdir(parents=True, exist_ok=True)
+        subset.save_font(font, str(static / target), options)
+    keep = set(points)
+    for path, text in zip(sheets, css):
+        if path.name == "rcutil.css":
+            continue
+        # no complete fonts, and no rule for an icon that no page draws (the theme
+        # bundles Font Awesome's 2,000 of them in a style sheet every page waits for)
+        lighter = THEME_FONT_FACE.sub("", text)
+        lighter = FA_CLASS_RULE.sub(
+            lambda m: m[0] if _code_point(m[2]) in keep else "", lighter
+        )
+        if lighter != text:
+            path.write_text(lighter, encoding="utf-8")
+    shutil.rmtree(static / "vendor" / "fontawesome" / "webfonts", ignore_errors=True)
 
 
 def _stage(app) -> None:
-    """Copy the MathJax components, and the icon fonts cut to the book's icons, into a
-    folder the build adds to its static files."""
-    src = mathjax_es5_dir()
-    staging = Path(app.outdir).parent / "mathjax_static"
-    dest = staging / "mathjax"
-    if not all((dest / f).exists() for f in MATHJAX_FILES):
-        shutil.rmtree(staging, ignore_errors=True)
-        for f in MATHJAX_FILES:
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            if (src / f).is_dir():
-                shutil.copytree(src / f, dest / f)
-            else:
-                shutil.copy2(src / f, dest / f)
-    _icon_fonts(staging)
-    app.config.html_static_path.append(str(staging))
-    config = app.config.mathjax3_config = app.config.mathjax3_config or {}
-    config.setdefault("loader", {})["load"] = MATHJAX_COMPONENTS
-    config.setdefault("tex", {})["packages"] = {"[+]": ["ams", "noundefined"]}
-
-
-def _configure(app, config) -> None:
-    config.mathjax_path = MATHJAX_PATH
+    """MathJax's fonts into a folder that the build adds to its static files."""
+    app.config.html_static_path.append(str(rcutil_math.stage(app)))
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -179,9 +174,16 @@ def _launch_notebooks(app, pagename, templatename, context, doctree) -> None:
 #: The script whose global the pages' inline scripts use at once: loaded, not deferred.
 IN_ORDER = ("documentation_options.js",)
 #: Scripts of the theme's template (not in ``script_files``) that only search needs; the
-#: build defers them (deferred scripts still run in the order of the page).
+#: build defers them on the search page (deferred scripts still run in the order of the
+#: page) and leaves them out of every other (the search box sends its words to the
+#: search page).
 SEARCH_SCRIPTS = re.compile(
     r'<script src="([^"]*(?:searchtools|language_data|searchindex)\.js)"></script>'
+)
+SEARCH_PAGE = "search.html"
+#: The one script that every page waits for (its inline scripts read its global).
+OPTIONS_SCRIPT = re.compile(
+    r'<script src="[^"]*documentation_options\.js[^"]*"></script>'
 )
 
 
@@ -214,19 +216,159 @@ FONT_AWESOME_STUB = (
 def _lighter_template(app, exception) -> None:
     """What the theme's template writes on every page, outside ``script_files`` (so
     :func:`_lighter_scripts` cannot reach it): the Font Awesome script becomes a comment
-    (the icons come from web fonts; the script cost each page 1.4 MB), and the search
-    scripts are deferred, so that the page renders before they load."""
+    (the icons come from web fonts; the script cost each page 1.4 MB), the search
+    scripts are deferred on the search page and left out elsewhere, the short script of
+    Sphinx's options is written into the page, figures get their size, and components
+    a page does not use are left out of it, so that the page renders sooner."""
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir)
     target = out / "_static" / "scripts" / "fontawesome.js"
     if target.exists():
         target.write_text(FONT_AWESOME_STUB)
+    options_js = out / "_static" / "documentation_options.js"
+    options = options_js.read_text(encoding="utf-8") if options_js.is_file() else ""
+    if "</" in options:
+        options = ""
     for page in out.rglob("*.html"):
         html = page.read_text(encoding="utf-8")
-        lighter = SEARCH_SCRIPTS.sub(r'<script defer src="\1"></script>', html)
+        lighter = SEARCH_SCRIPTS.sub(
+            r'<script defer src="\1"></script>' if page.name == SEARCH_PAGE else "",
+            html,
+        )
+        lighter = _sized_images(lighter, page)
+        lighter = drop_unused_assets(lighter)
+        if options:  # in the page: a request less before it shows
+            lighter = OPTIONS_SCRIPT.sub(
+                lambda m: f"<script>{options}</script>", lighter, count=1
+            )
         if lighter != html:
             page.write_text(lighter, encoding="utf-8")
+    _icon_fonts(out)
+    _flat_theme_css(out)
+
+
+def _download_notebooks(app, exception) -> None:
+    """The download button's notebooks (``_sources/book/NAME.ipynb``): each chapter as
+    it runs in Jupyter or Colab, with the install cell, plain Markdown, the glued
+    numbers and the outputs of this build (``rcutil_notebooks.py``), in place of
+    the MyST source the theme would offer. The publish workflow copies these files to
+    the branch that the Binder and Colab buttons open."""
+    import subprocess
+
+    import rcutil_notebooks as convert  # beside this file
+    from sphinx.util import logging
+
+    if exception is not None or app.builder.format != "html":
+        return
+    sources = Path(app.outdir) / "_sources"
+    stems = {p.stem for p in (sources / "book").glob("*.ipynb")}
+    if not stems:
+        return
+    try:
+        commit = convert.head_commit(ROOT)
+    except (OSError, subprocess.CalledProcessError):
+        commit = app.config.html_theme_options.get("repository_branch") or "main"
+        logging.getLogger(__name__).info(
+            f"not a git checkout: the notebooks install rcutil from branch {commit}"
+        )
+    cache = Path(app.env.mystnb_config.execution_cache_path)
+    try:
+        convert.write(sources, commit, cache, ROOT, only=stems)
+    except convert.NotExecuted as exc:
+        logging.getLogger(__name__).warning(str(exc), type="rcutil", subtype="notebook")
+
+
+def _visit_table(self, node) -> None:
+    """A table sits in a box that shows when it scrolls sideways (``rc-scroll``, around
+    the theme's scrolling container; see ``_static/rcutil.js``)."""
+    self.body.append('<div class="rc-scroll">')
+    type(self).visit_table(self, node)
+
+
+def _depart_table(self, node) -> None:
+    type(self).depart_table(self, node)
+    self.body.append("</div>\n")
+
+
+_IMG = re.compile(r'<img\b[^>]*\bsrc="([^"]+\.svg)"[^>]*>')
+_SVG_SIZE = re.compile(
+    r'<svg\b[^>]*?\bwidth="([\d.]+)(pt|px)?"[^>]*?\bheight="([\d.]+)(pt|px)?"', re.S
+)
+
+
+def _sized_images(html: str, page: Path) -> str:
+    """Every SVG figure with its width and height, so that the browser keeps its place
+    before it loads (no layout shift); CSS scales it to the column."""
+
+    def size(m: re.Match) -> str:
+        tag = m.group(0)
+        if re.search(r"\s(width|height)=", tag):
+            return tag
+        svg = (page.parent / m.group(1)).resolve()
+        if not svg.is_file():
+            return tag
+        head = svg.read_text(encoding="utf-8", errors="replace")[:4000]
+        found = _SVG_SIZE.search(head)
+        if not found:
+            return tag
+        scale = 4 / 3 if found.group(2) in (None, "pt") else 1.0
+        w, h = (round(float(found.group(i)) * scale) for i in (1, 3))
+        return tag[:-1].rstrip("/ ") + f' width="{w}" height="{h}" />'
+
+    return _IMG.sub(size, html)
+
+
+#: Assets that Jupyter Book adds to every page, each with what a page must hold to use
+#: it; a page without that loads none of them (fewer requests before it shows).
+UNUSED_ASSETS = {
+    # sphinx-design: its components carry classes sd-...
+    r'class="(?:[^"]*\s)?sd-': [
+        r'\s*<link[^>]*sphinx-design\.min\.css[^>]*>',
+        r'\s*<script[^>]*design-tabs\.js[^>]*></script>',
+    ],
+    # sphinx-togglebutton: elements of class toggle, dropdown admonitions
+    r'class="(?:[^"]*\s)?toggle(?:\s[^"]*)?"|admonition dropdown|dropdown admonition': [
+        r'\s*<link[^>]*togglebutton\.css[^>]*>',
+        r'\s*<script[^>]*togglebutton\.js[^>]*></script>',
+        r"\s*<script>let toggle\w+ = [^<]*</script>",
+        r"\s*<script>var togglebuttonSelector = [^<]*</script>",
+    ],
+    # sphinx-thebe: a live-code button
+    r'class="(?:[^"]*\s)?thebe-launch-button': [
+        r'\s*<link[^>]*sphinx-thebe\.css[^>]*>',
+        r'\s*<script[^>]*sphinx-thebe\.js[^>]*></script>',
+        r"\s*<script>const THEBE_JS_URL = [^<]*</script>",
+        r'\s*<script type="text/x-thebe-config">.*?</script>',
+    ],
+}
+
+
+def drop_unused_assets(html: str) -> str:
+    """``html`` without the scripts and style sheets of components it does not use."""
+    body = html[html.find("<body") :]
+    for used, assets in UNUSED_ASSETS.items():
+        if not re.search(used, body):
+            for asset in assets:
+                html = re.sub(asset, "", html, flags=re.S)
+    return html
+
+
+def _flat_theme_css(out: Path) -> None:
+    """The theme's first style sheet imports Sphinx's ``basic.css``, which a browser
+    fetches only once it has that sheet: the sheet holds it instead (one request less
+    before a page shows)."""
+    theme = out / "_static" / "styles" / "theme.css"
+    basic = out / "_static" / "basic.css"
+    if not (theme.is_file() and basic.is_file()):
+        return
+    text = theme.read_text(encoding="utf-8")
+    if '@import "../basic.css";' not in text:
+        return
+    css = re.sub(
+        r"url\((['\"]?)(?![a-z]+:|/)", r"url(\1../", basic.read_text(encoding="utf-8")
+    )
+    theme.write_text(text.replace('@import "../basic.css";', css), encoding="utf-8")
 
 
 _SPACES = re.compile(r"\s+")
@@ -327,19 +469,54 @@ def _keep_numbers_whole(app, doctree, docname) -> None:
             )
 
 
+#: Punctuation that follows a formula and must not start the next line.
+_TRAILING = re.compile(r"^[,.;:!?)\]\u2019\u201d]+")
+
+
+def _tie_punctuation(app, doctree, docname) -> None:
+    """A formula and the punctuation right after it (``$\\beta$,``) in one
+    ``<span class="rc-tie">`` that does not break: a browser would otherwise start a
+    line with the comma."""
+    from docutils import nodes
+
+    for math in list(doctree.findall(nodes.math)):
+        parent = math.parent
+        i = parent.index(math)
+        following = parent[i + 1] if i + 1 < len(parent) else None
+        if not isinstance(following, nodes.Text):
+            continue
+        m = _TRAILING.match(str(following))
+        if not m:
+            continue
+        tie = nodes.inline("", "", classes=["rc-tie"])
+        parent.replace(math, tie)
+        tie += math
+        tie += nodes.Text(m.group())
+        rest = str(following)[m.end() :]
+        if rest:
+            parent.replace(following, nodes.Text(rest))
+        else:
+            parent.remove(following)
+
+
 def setup(app):
-    app.connect("config-inited", _configure)
+    from docutils import nodes
+
+    rcutil_math.setup(app)
     app.connect("doctree-resolved", _keep_numbers_whole)
+    app.connect("doctree-resolved", _tie_punctuation)
     app.connect("builder-inited", _stage)
+    app.add_node(nodes.table, override=True, html=(_visit_table, _depart_table))
     # before the theme handlers: emit_firstresult stops at the first handler that
     # returns a template
     app.connect("html-page-context", _dedupe_scripts, priority=100)
-    # after every handler that adds scripts (MathJax's runs at the default priority,
-    # 500)
+    # after every handler that adds scripts
     app.connect("html-page-context", _lighter_scripts, priority=900)
     app.connect("html-page-context", _describe_page)
     app.connect("build-finished", _lighter_template)
+    app.connect("build-finished", _download_notebooks)
     app.add_css_file("rcutil.css")
+    app.add_js_file("rcutil.js", defer="defer")
     # after sphinx-book-theme's add_launch_buttons (priority 501)
     app.connect("html-page-context", _launch_notebooks, priority=510)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    return {"parallel_read_safe": True, "parallel_write_safe": False}

@@ -15,14 +15,14 @@ An experiment is a package ``rcutil/experiments/<stem>/`` in two modules:
   :mod:`rcutil.claims`), and the readings of the result that decide them.
 
 ``run`` never reaches the verdicts, so a change to a check or a claim leaves the stored
-result's key (:func:`rcutil.results.science_fingerprint`) as it is.
+result's key (:func:`rcutil.fingerprint.science_fingerprint`) as it is.
 
 Its identity comes from where it lives, never from constants it repeats: the folder name
 gives the CLI name (``rank_collapse`` -> ``rank-collapse``), the JSON file
 (``rank_collapse.json``) and the chapter ``book/rank_collapse.md``, whose label is the
 CLI name; the chapter's heading gives the title; its place in ``_toc.yml`` gives the
 order. The registry is discovered from the package, so adding an experiment needs no
-list to edit. It sits above the results store (:mod:`rcutil.results`), which takes a
+list to edit. It sits above the results store (:mod:`rcutil.store`), which takes a
 module and knows nothing of the registry.
 """
 
@@ -204,7 +204,7 @@ def verdicts(name: str | ModuleType) -> ModuleType:
 
 def cached(name: str | ModuleType, profile: str | None = None, **kwargs):
     """The stored result of an experiment (by CLI name or module) for the profile,
-    computed and stored when missing: :func:`rcutil.results.cached`."""
-    from .. import results
+    computed and stored when missing: :func:`rcutil.store.cached`."""
+    from .. import store
 
-    return results.cached(load(name), profile, **kwargs)
+    return store.cached(load(name), profile, **kwargs)

@@ -3,28 +3,39 @@ every page.
 
 Runs after ``jupyter-book build`` (the test command's last stage). The site in
 ``_build/html`` (or ``$RCUTIL_SITE_DIR``) is served on 127.0.0.1 and each page is
-checked for: no console errors; typeset math (MathJax output present, no raw ``$$``
-left); no TeX source (``\\to``, ``_{``, ``$``, ...) in the text outside typeset math and
-code, in the page or in its title; printed outputs no wider than the column; images that
-load, with alt text that says what they show (not a file path); internal links whose
-page and anchor exist; numbered references (figures, equations, theorems) that resolve;
-code lines of at most 88 characters; no template or code text in the prose (``seed(s)``,
-``{a/b}``, ``: True``, a backticked constant name, an equation's label where its number
-belongs); a description for search engines. Then, as on a phone (390 px wide) and in
-print: nothing wider than the page, and every equation or table wider than its column
-scrolls in a box that shows it does. A screenshot of every page at 1366 and at 390 px
-goes to ``_build/screenshots``. The browser and its driver are the ones :mod:`chrome`
-finds (``tests/site/chrome.py``).
+checked for: no console errors; math typeset when the book was built (MathJax's output
+in the page, no typesetting script, no raw ``$$`` left); no TeX source (``\\to``,
+``_{``, ``$``, ...) in the text outside typeset math and code, in the page or in its
+title; printed outputs no wider than the column; images that load, with alt text that
+says what they show (not a file path); internal links whose page and anchor exist;
+numbered references (figures, equations, theorems) that resolve; code lines of at most
+88 characters; no template or code text in the prose (``seed(s)``, ``{a/b}``, ``:
+True``, a backticked constant name, an equation's label where its number belongs); a
+description for search engines; icons drawn from the cut icon fonts only, each glyph in
+them, and no request for Font Awesome's complete fonts; a download button whose notebook
+installs the package in its first cell and carries the build's outputs. Each page is
+loaded at 1366 px and again at 390 px (a phone): its cumulative layout shift, as Chrome
+measures it, is at most :data:`MAX_CLS` at each width. At both widths and in print:
+nothing wider than the page, and every equation or table wider than its column scrolls
+in a box that shows it does (a shadow at the edge beyond which there is more; in print
+nothing may be wider than the column); at every width, no table cell squeezed to a
+character or two per line, and every claim's verdict on screen. On the phone, every figure's tick labels are at
+least :data:`MIN_TICK_PX` CSS px. A screenshot of every page at 1366 and at 390 px goes
+to ``_build/screenshots``. The browser and its driver are the ones :mod:`chrome` finds
+(``tests/site/chrome.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import threading
+import time
 import urllib.parse
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -57,7 +68,16 @@ def site_pages() -> list[str]:
 PAGES = site_pages()
 
 
+#: Fonts and figures arrive this many seconds late, as on a slow network, so that a
+#: page that moves when they arrive is caught by the layout-shift check.
+LATE = {".woff": 0.3, ".woff2": 0.3, ".svg": 0.3}
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def send_head(self):
+        time.sleep(LATE.get(Path(urllib.parse.urlsplit(self.path).path).suffix, 0))
+        return super().send_head()
+
     def log_message(self, *args):
         pass
 
@@ -94,7 +114,7 @@ def browser(tmp_path_factory):
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
-        "--window-size=1280,1600",
+        "--window-size=1366,1600",
         f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
     ):
         options.add_argument(flag)
@@ -125,8 +145,8 @@ def test_landing_page_redirects_to_the_intro(server, browser):
     assert browser.current_url.endswith(target), browser.current_url
 
 
-#: At most this many bytes of script per page (MathJax's components take about 700 kB).
-SCRIPT_BYTES = 1_200_000
+#: At most this many bytes of script per page (the theme's and search's scripts).
+SCRIPT_BYTES = 600_000
 SCRIPT_SIZES = """
 return performance.getEntriesByType('resource')
   .filter(r => r.initiatorType === 'script' || r.name.split('?')[0].endsWith('.js'))
@@ -135,11 +155,15 @@ return performance.getEntriesByType('resource')
 
 
 def test_a_page_loads_no_heavy_script(server, browser):
-    """The pages load MathJax's components and the theme's scripts, not Font Awesome's
-    1.4 MB of JavaScript nor a complete MathJax build."""
-    browser.get(server + PAGES[0])
-    browser.execute_async_script(WAIT_FOR_MATHJAX)
+    """The pages load the theme's scripts, not Font Awesome's 1.4 MB of JavaScript nor
+    MathJax (the math is typeset when the book is built)."""
+    page = next((p for p in PAGES if p.endswith("model.html")), PAGES[0])
+    browser.get(server + page)
+    browser.execute_async_script(WAIT_FOR_PAGE)
     sizes = dict(browser.execute_script(SCRIPT_SIZES))
+    typesetting = [n for n in sizes if "mathjax" in n.lower() or n.startswith("tex-")]
+    assert not typesetting, f"{page} loads a typesetting script: {typesetting}"
+    assert browser.execute_script("return typeof window.MathJax") == "undefined"
     assert sizes, "no script was measured"
     heavy = {name: size for name, size in sizes.items() if size > 400_000}
     assert not heavy, f"scripts over 400 kB: {heavy}"
@@ -167,17 +191,69 @@ def test_search_finds_a_word_of_the_book(server, browser):
     assert not errors, errors
 
 
-WAIT_FOR_MATHJAX = """
+WAIT_FOR_PAGE = """
 const done = arguments[arguments.length - 1];
-const start = Date.now();
-(function poll() {
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-    MathJax.startup.promise.then(() => done(true)).catch(e => done('MathJax failed: ' + e));
-  } else if (Date.now() - start > 20000) {
-    done(document.querySelector('.math') ? 'MathJax never started' : true);
-  } else { setTimeout(poll, 100); }
-})();
+const loaded = document.readyState === 'complete' ? Promise.resolve()
+  : new Promise(r => addEventListener('load', r, {once: true}));
+loaded.then(() => document.fonts.ready)
+  .then(() => requestAnimationFrame(() => setTimeout(() => done(true), 100)))
+  .catch(e => done('the page did not load: ' + e));
 """
+
+#: Chrome's cumulative layout shift of a page while it loads, at most (Lighthouse's
+#: "good" band ends at 0.1).
+MAX_CLS = 0.1
+#: Every shift while the page loads (none follows an input: the test only loads it).
+LAYOUT_SHIFT = """
+const done = arguments[arguments.length - 1];
+const shifts = [];
+new PerformanceObserver(list => {
+  for (const e of list.getEntries()) {
+    if (e.hadRecentInput) continue;
+    shifts.push({value: e.value, what: (e.sources || []).map(s => s.node
+      ? (s.node.nodeName + '.' + (s.node.className || '') + ' ' +
+         (s.node.textContent || '').trim().slice(0, 40)) : '?')});
+  }
+}).observe({type: 'layout-shift', buffered: true});
+setTimeout(() => done(shifts), 200);
+"""
+
+
+#: Up to this width a page is seen as on a phone: a viewport of exactly that many CSS
+#: px, with scroll bars drawn over the content (Chrome's device emulation).
+PHONE = 600
+
+
+def resize(browser, width: int, media: str = "screen") -> None:
+    """A viewport ``width`` CSS px wide: a phone's up to :data:`PHONE` px, else a
+    desktop window's."""
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": media})
+    if width <= PHONE and media == "screen":
+        browser.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": True},
+        )
+    else:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        browser.set_window_size(width, 1600)
+        for _ in range(50):  # the window takes its size before a page is loaded in it
+            if browser.execute_script("return window.outerWidth") == width:
+                break
+            time.sleep(0.02)
+
+
+def load(browser, url: str, width: int) -> list[dict]:
+    """Load ``url`` ``width`` px wide; the layout shifts while it loaded."""
+    resize(browser, width)
+    browser.get(url)
+    state = browser.execute_async_script(WAIT_FOR_PAGE)
+    assert state is True, f"{url}: {state}"
+    return browser.execute_async_script(LAYOUT_SHIFT)
+
+
+def cls_of(shifts: list[dict]) -> float:
+    return sum(s["value"] for s in shifts)
+
 
 #: TeX source that a reader must never see as text: a command (``\\to``, ``\\infty``), a
 #: braced sub- or superscript (``d_{QK}``), a dollar sign (unparsed inline math).
@@ -201,8 +277,8 @@ const text = (() => {
   return clone.textContent;
 })();
 return {
-  mathSource: document.querySelectorAll('.math, div.math, span.math').length,
-  mathTypeset: document.querySelectorAll('mjx-container').length,
+  mathSource: document.querySelectorAll('div.math').length,
+  mathTypeset: document.querySelectorAll('div.math mjx-container').length,
   rawDisplayMath: text.includes('$$'),
   rawTex: rawTex,
   footer: Array.from(document.querySelectorAll('footer')).map(f => f.textContent).join(' ').replace(/\\s+/g, ' '),
@@ -285,46 +361,322 @@ TEMPLATE_TEXT = re.compile(
 PATH_LIKE = re.compile(r"^\S*[/\\]\S*$|\.(svg|png|jpe?g|gif)$", re.I)
 
 LAYOUT_FACTS = """
-const hinted = el => {
-  const s = getComputedStyle(el);
-  return ['auto', 'scroll'].includes(s.overflowX) && s.backgroundAttachment.includes('local');
-};
+const print = arguments[0];
+const done = arguments[arguments.length - 1];
+const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
 const column = document.querySelector('.bd-article') || document.body;
 const main = document.querySelector('.bd-main') || column;
-const cut = [];
-for (const el of document.querySelectorAll('.bd-article div.math, .bd-article table')) {
+// a box that shows it scrolls: a shadow (rcutil.css) drawn at one of its edges
+const cued = wrap => ['::before', '::after'].some(p => {
+  const s = getComputedStyle(wrap, p);
+  return s.display !== 'none' && s.content !== 'none' && Number(s.opacity) > 0.5;
+});
+const name = el => {
+  const m = el.closest('div.math');
+  const eqno = m && m.querySelector('.eqno');
+  const text = (el.textContent || '').trim().replace(/\\s+/g, ' ').slice(0, 60);
+  return el.tagName.toLowerCase() + (eqno ? ' ' + eqno.textContent.trim() : '') + ': ' + text;
+};
+const cut = [], hidden = [];
+// display equations, tables, and inline formulas outside both
+const items = Array.from(column.querySelectorAll('div.math, table, mjx-container')).filter(
+  el => el.tagName !== 'MJX-CONTAINER' || !el.closest('div.math, table'));
+for (const el of items) {
   if (el.offsetParent === null) continue;          // folded away
   // a cell tagged full-width may use the margin beside the column
   const limit = (el.closest('[class*="full-width"]') ? main : column).getBoundingClientRect().right + 1;
-  let box = el;
-  while (box && box !== column && !hinted(box)) box = box.parentElement;
-  const scrolls = box && box !== column;
-  const wide = el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > limit;
-  if (wide && !scrolls) cut.push(el.tagName + ': ' + el.textContent.trim().slice(0, 60));
-  if (scrolls && box.getBoundingClientRect().right > limit)
-    cut.push('scroll box wider than the column: ' + el.textContent.trim().slice(0, 60));
+  const wrap = el.matches('div.math') ? el.querySelector(':scope > .rc-scroll') : el.closest('.rc-scroll');
+  if (wrap && wrap.firstElementChild) {
+    const box = wrap.firstElementChild;
+    if (wrap.getBoundingClientRect().right > limit)
+      cut.push('scroll box wider than the column: ' + name(el));
+    if (box.scrollWidth > box.clientWidth + 1) {
+      if (print) cut.push(name(el));
+      else if (!cued(wrap)) hidden.push([el, wrap, box]);
+    }
+  } else if (el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > limit) {
+    cut.push(name(el));
+  }
 }
-return {pageWidth: document.documentElement.scrollWidth, windowWidth: window.innerWidth, cut: cut};
+// a box is measured once it comes near the window: go to each box that shows no cue yet
+(async () => {
+  const uncued = [];
+  for (const [el, wrap, box] of hidden) {
+    wrap.scrollIntoView({block: 'center'});
+    for (let i = 0; i < 30 && !cued(wrap); i++) await frame();
+    if (!cued(wrap)) uncued.push(`${name(el)} (${box.scrollWidth} px in ${box.clientWidth} px)`);
+  }
+  window.scrollTo(0, 0);
+  done({pageWidth: document.documentElement.scrollWidth, windowWidth: window.innerWidth,
+        cut: cut, uncued: uncued});
+})();
+"""
+
+
+RENDER_ALL = """
+const done = arguments[arguments.length - 1];
+if (!document.getElementById('rc-render-all')) {
+  const style = document.createElement('style');
+  style.id = 'rc-render-all';
+  style.textContent = 'section { content-visibility: visible !important; }';
+  document.head.append(style);
+}
+requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 150)));
 """
 
 
 def layout(browser, width: int, page: str, media: str = "screen") -> dict:
-    """Nothing wider than the page, and no equation or table cut off, at ``width``
-    px."""
-    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": media})
-    browser.set_window_size(width, 1600)
-    browser.execute_async_script(
-        "requestAnimationFrame(() => setTimeout(arguments[0], 150))"
-    )
-    facts = browser.execute_script(LAYOUT_FACTS)
+    """Nothing wider than the page at ``width`` px; an equation, table or formula wider
+    than its column scrolls in a box that shows it (on a screen) or is not there (in
+    print)."""
+    resize(browser, width, media)
+    # every section laid out, as each is once a reader scrolls to it (off screen, the
+    # browser skips them: content-visibility)
+    browser.execute_async_script(RENDER_ALL)
+    facts = browser.execute_async_script(LAYOUT_FACTS, media == "print")
     where = f"{page} at {width} px ({media})"
     assert facts["pageWidth"] <= facts["windowWidth"] + 1, (
         f"{where}: the page scrolls sideways ({facts['pageWidth']} px)"
     )
-    assert not facts["cut"], (
-        f"{where}: wider than the column with no scroll box: {facts['cut']}"
+    assert not facts["cut"], f"{where}: wider than the column and cut: {facts['cut']}"
+    assert not facts["uncued"], (
+        f"{where}: wider than the column, with no sign that it scrolls: "
+        f"{facts['uncued']}"
     )
     return facts
+
+
+#: Table cells squeezed until their text wraps a character or two per line, and verdicts
+#: of the claims (rcutil/report.py: render) that a reader cannot see without scrolling
+#: sideways.
+READING_FACTS = """
+const out = {squeezed: [], hidden: []};
+for (const cell of document.querySelectorAll('.bd-article td, .bd-article th')) {
+  if (cell.offsetParent === null) continue;          // folded away
+  const text = cell.textContent.replace(/\\s+/g, ' ').trim();
+  const s = getComputedStyle(cell);
+  const inner = cell.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+  const perLine = inner / (0.55 * parseFloat(s.fontSize));  // characters a line holds
+  if (text.length >= 4 && perLine < 3)
+    out.squeezed.push(`${Math.round(inner)} px: ${text.slice(0, 40)}`);
+}
+const verdicts = '.rc-verdict strong, .rc-line > p > strong:first-child';
+for (const v of document.querySelectorAll(verdicts)) {
+  if (v.offsetParent === null) continue;
+  const r = v.getBoundingClientRect();
+  let seen = r.width > 0 && r.left >= -1 && r.right <= window.innerWidth + 1;
+  for (let box = v.parentElement; box && seen; box = box.parentElement) {
+    if (getComputedStyle(box).overflowX === 'visible') continue;
+    const b = box.getBoundingClientRect();      // a box that scrolls or clips
+    seen = r.left >= b.left - 1 && r.right <= b.right + 1;
+  }
+  if (!seen) out.hidden.push(v.textContent.trim());
+}
+return out;
+"""
+
+
+def reading(browser, where: str, verdicts: bool) -> dict:
+    """No table cell squeezed to a character or two per line; with ``verdicts``, every
+    claim's verdict on screen without scrolling sideways."""
+    facts = browser.execute_script(READING_FACTS)
+    assert not facts["squeezed"], (
+        f"{where}: table cells squeezed to a character or two per line: "
+        f"{facts['squeezed']}"
+    )
+    if verdicts:
+        assert not facts["hidden"], (
+            f"{where}: verdicts off-screen (the claim's card must fit the page): "
+            f"{facts['hidden']}"
+        )
+    return facts
+
+
+#: A page with the two faults the reading check must find: a column squeezed to a
+#: letter per line, and a claim's card in a box that scrolls it out of sight on a phone.
+FAULTY_PAGE = """<!doctype html><html><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1"></head><body>
+<div class="bd-article">
+<table style="width: 100%"><tr><td style="width: 99%">claim</td>
+<td style="width: 1px; word-break: break-all">rule and reason: inconclusive</td></tr></table>
+<div style="overflow-x: auto"><div style="width: 2400px; padding-left: 1800px">
+<div class="rc-claim"><div class="rc-verdict"><p><strong>✓ reproduced</strong></p></div>
+</div></div></div>
+<div class="rc-line"><p><strong>✗ not reproduced</strong> · seen</p></div>
+</div></body></html>"""
+
+
+def test_the_reading_check_finds_a_squeezed_cell_and_a_hidden_verdict(
+    browser, tmp_path
+):
+    page = tmp_path / "faulty.html"
+    page.write_text(FAULTY_PAGE)
+    browser.get(page.as_uri())
+    browser.set_window_size(390, 1600)
+    facts = browser.execute_script(READING_FACTS)
+    assert [f.split(": ", 1)[1] for f in facts["squeezed"]] == [
+        "rule and reason: inconclusive"
+    ]
+    assert facts["hidden"] == ["✓ reproduced"]
+    with pytest.raises(AssertionError, match="squeezed"):
+        reading(browser, "faulty.html", verdicts=True)
+    fixed = FAULTY_PAGE.replace("width: 1px; word-break: break-all", "").replace(
+        "width: 2400px; padding-left: 1800px", ""
+    )
+    page.write_text(fixed)
+    browser.get(page.as_uri())
+    assert reading(browser, "fixed.html", verdicts=True) == {
+        "squeezed": [],
+        "hidden": [],
+    }
+    browser.set_window_size(1280, 1600)
+
+
+#: Font Awesome's complete fonts (the theme's), which no page may load.
+FULL_ICON_FONT = re.compile(r"fa-(solid-900|regular-400|brands-400)|/webfonts/")
+#: The cut fonts of the site (rcutil.css) by the family that draws from them.
+ICON_SUBSETS = {
+    "Font Awesome 6 Free": "_static/icons/fa-solid.woff",
+    "Font Awesome 6 Brands": "_static/icons/fa-brands.woff",
+}
+ICONS_DRAWN = """
+const drawn = [];
+for (const el of document.querySelectorAll('body *')) {
+  if (el.tagName.startsWith('MJX-')) continue;
+  for (const pseudo of ['::before', '::after']) {
+    const s = getComputedStyle(el, pseudo);
+    if (!/Font Awesome/.test(s.fontFamily) || !s.content.startsWith('"')) continue;
+    for (const ch of JSON.parse(s.content)) {
+      const cp = ch.codePointAt(0);
+      if (cp >= 0xe000 && cp <= 0xf8ff)
+        drawn.push({cp: cp, family: s.fontFamily, el: el.tagName + '.' + el.className});
+    }
+  }
+}
+return {drawn: drawn,
+        requests: performance.getEntriesByType('resource').map(r => r.name)};
+"""
+
+
+@functools.cache
+def icon_glyphs(family: str) -> frozenset[int]:
+    from fontTools.ttLib import TTFont
+
+    path = SITE / ICON_SUBSETS[family]
+    assert path.is_file(), f"no cut icon font {path}"
+    return frozenset(TTFont(str(path)).getBestCmap())
+
+
+def missing_icons(drawn: list[dict]) -> list[str]:
+    """The glyphs a page draws from an icon font that its cut font lacks."""
+    out = []
+    for d in drawn:
+        family = next((f for f in ICON_SUBSETS if f in d["family"]), None)
+        if family is None or d["cp"] not in icon_glyphs(family):
+            out.append(f"U+{d['cp']:04X} ({d['family']}) on {d['el']}")
+    return sorted(set(out))
+
+
+#: A phone's figure: tick labels at least this many CSS px.
+MIN_TICK_PX = 9.0
+FIGURE_WIDTHS = """
+return Array.from(document.querySelectorAll('.bd-article img')).filter(
+  i => i.offsetParent !== null && /\\.svg$/.test(new URL(i.currentSrc || i.src).pathname)).map(
+  i => ({src: new URL(i.currentSrc || i.src).pathname, width: i.getBoundingClientRect().width}));
+"""
+
+
+@functools.cache
+def tick_size(svg: Path) -> tuple[float, float]:
+    """``(width of the viewBox, smallest tick label's font size)`` of a matplotlib SVG,
+    in its own units (a tick label's size is its largest text: a superscript of
+    ``10^{-2}`` is smaller by design)."""
+    root = ET.parse(svg).getroot()
+    width = float(root.get("viewBox").split()[2])
+    sizes = []
+    for g in root.iter("{http://www.w3.org/2000/svg}g"):
+        if re.fullmatch(r"[xy]tick_\d+", g.get("id") or ""):
+            found = [
+                float(m)
+                for t in g.iter("{http://www.w3.org/2000/svg}text")
+                for m in re.findall(r"font-size:\s*([\d.]+)px", t.get("style") or "")
+            ]
+            if found:
+                sizes.append(max(found))
+    return width, min(sizes, default=float("inf"))
+
+
+def small_ticks(figures: list[dict]) -> list[str]:
+    out = []
+    for f in figures:
+        width, size = tick_size(SITE / urllib.parse.unquote(f["src"]).lstrip("/"))
+        px = size * f["width"] / width
+        if px < MIN_TICK_PX:
+            out.append(f"{Path(f['src']).name}: {px:.1f} px")
+    return out
+
+
+#: MyST that plain Jupyter shows raw: a role, a directive, a label, a labelled display.
+MYST = re.compile(
+    r"\{[\w:-]+\}`|```\{|:::\{|^\([\w-]+\)=\s*$|\$\$[ \t]*\([\w-]+\)", re.M
+)
+
+
+def notebook_problems(path: Path) -> list[str]:
+    """What keeps the downloaded notebook ``path`` from running as it is in Jupyter or
+    Colab: a first cell that does not install the book's package, Markdown in MyST, no
+    outputs of the build."""
+    if not path.is_file():
+        return [f"no notebook {path.name} in the site"]
+    nb = json.loads(path.read_text())
+    cells = nb.get("cells", [])
+    if not cells:
+        return ["no cell"]
+    problems = []
+    first = "".join(cells[0].get("source", ""))
+    if cells[0].get("cell_type") != "code" or not re.search(
+        r"pip.{0,40}install", first, re.S
+    ):
+        problems.append("its first cell does not install the package")
+    elif not re.search(r"rcutil @ git\+\S+@[0-9a-z]", first):
+        problems.append("its first cell does not name rcutil's commit")
+    code = [c for c in cells if c.get("cell_type") == "code"][1:]
+    if code and not any(c.get("outputs") for c in code):
+        problems.append("no cell carries the build's outputs")
+    myst = [
+        m
+        for c in cells
+        if c.get("cell_type") == "markdown"
+        for m in MYST.findall("".join(c.get("source", "")))
+    ]
+    if myst:
+        problems.append(f"MyST left in its Markdown: {myst[:3]}")
+    return problems
+
+
+def test_the_notebook_check_finds_a_notebook_that_would_not_run(tmp_path):
+    def write(cells):
+        path = tmp_path / "nb.ipynb"
+        path.write_text(json.dumps({"cells": cells}))
+        return notebook_problems(path)
+
+    install = {
+        "cell_type": "code",
+        "source": 'need = {"rcutil": "rcutil @ git+https://x/y@0123abc"}\n'
+        'subprocess.check_call([sys.executable, "-m", "pip", "install", *need])',
+        "outputs": [],
+    }
+    code = {"cell_type": "code", "source": "1 + 1", "outputs": [{"data": {}}]}
+    prose = {"cell_type": "markdown", "source": "See (3) and Fig. 2."}
+    assert write([install, prose, code]) == []
+    assert write([prose, install, code]) == [
+        "its first cell does not install the package"
+    ]
+    assert write([install, prose, {**code, "outputs": []}]) == [
+        "no cell carries the build's outputs"
+    ]
+    myst = {"cell_type": "markdown", "source": "see {eq}`model-z`"}
+    assert "MyST left" in write([install, myst, code])[0]
 
 
 def test_the_layout_check_finds_what_is_cut_off():
@@ -342,22 +694,24 @@ def test_the_layout_check_finds_what_is_cut_off():
 @pytest.mark.parametrize("page", PAGES)
 def test_page(page, server, browser):
     browser.get_log("browser")  # drop what earlier pages left
-    browser.get(server + page)
-    state = browser.execute_async_script(WAIT_FOR_MATHJAX)
-    assert state is True, f"{page}: {state}"
+    shifts = load(browser, server + page, 1366)
+    assert cls_of(shifts) <= MAX_CLS, (
+        f"{page} at 1366 px: layout shift {cls_of(shifts):.3f} > {MAX_CLS}: {shifts}"
+    )
     facts = browser.execute_script(PAGE_FACTS, TEX_SOURCE.pattern, NOT_PROSE)
+    icons = browser.execute_script(ICONS_DRAWN)
 
     SHOTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(
-        str(SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png"))
-    )
+    shot = page.replace("/", "__").removesuffix(".html")
+    browser.save_screenshot(str(SHOTS / f"{shot}.png"))
 
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, f"{page}: console errors {errors}"
 
     if facts["mathSource"]:
-        assert facts["mathTypeset"] > 0, (
-            f"{page}: math is present but MathJax typeset none of it"
+        assert facts["mathTypeset"] == facts["mathSource"], (
+            f"{page}: {facts['mathSource'] - facts['mathTypeset']} display equations "
+            "were not typeset when the book was built"
         )
     assert not facts["rawDisplayMath"], f"{page}: raw $$ left in the text"
     raw_tex = [t for t in facts["rawTex"] if TEX_SOURCE.search(t)]
@@ -379,6 +733,11 @@ def test_page(page, server, browser):
         f"{page}: printed lines wider than the column (print a "
         f"table or shorter lines): {facts['wideOutputs']}"
     )
+
+    full_fonts = [r for r in icons["requests"] if FULL_ICON_FONT.search(r)]
+    assert not full_fonts, f"{page} loads Font Awesome's complete fonts: {full_fonts}"
+    missing = missing_icons(icons["drawn"])
+    assert not missing, f"{page} draws icons that its cut icon font lacks: {missing}"
 
     broken_images = [i["src"] for i in facts["images"] if not i["ok"]]
     assert not broken_images, f"{page}: images that do not load: {broken_images}"
@@ -411,25 +770,43 @@ def test_page(page, server, browser):
     unresolved = [r for r in facts["numrefs"] if not _target_exists(r["href"], cache)]
     assert not unresolved, f"{page}: references that do not resolve: {unresolved}"
 
-    # as on a phone, and in print (an A4 page is about 700 px wide inside its margins)
     layout(browser, 1366, page)
-    layout(browser, 390, page)
-    browser.save_screenshot(
-        str(SHOTS / (page.replace("/", "__").removesuffix(".html") + "-390.png"))
-    )
-    layout(browser, 700, page, media="print")
-    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "screen"})
-    browser.set_window_size(1280, 1600)
+    reading(browser, f"{page} at 1366 px", verdicts=True)
 
-    # launch buttons open the published notebook of this very chapter, never the .md
-    # source
+    # as on a phone: loaded again at its width (its own layout shift), and in print (an
+    # A4 page is about 700 px wide inside its margins)
+    shifts = load(browser, server + page, 390)
+    assert cls_of(shifts) <= MAX_CLS, (
+        f"{page} at 390 px: layout shift {cls_of(shifts):.3f} > {MAX_CLS}: {shifts}"
+    )
+    layout(browser, 390, page)
+    reading(browser, f"{page} at 390 px", verdicts=True)
+    small = small_ticks(browser.execute_script(FIGURE_WIDTHS))
+    assert not small, f"{page} at 390 px: tick labels under {MIN_TICK_PX} px: {small}"
+    browser.save_screenshot(str(SHOTS / f"{shot}-390.png"))
+    layout(browser, 700, page, media="print")
+    reading(browser, f"{page} in print", verdicts=False)
+    resize(browser, 1366)
+
+    # the download button gives the chapter as a notebook that runs as it is; the
+    # launch buttons open the published copy of that notebook, never the .md source
     stem = Path(page).stem
+    downloads = [
+        l["href"]
+        for l in facts["links"]
+        if l["href"].startswith(server) and l["href"].endswith(".ipynb")
+    ]
+    for href in downloads:
+        path = SITE / urllib.parse.unquote(urllib.parse.urlsplit(href).path).lstrip("/")
+        problems = notebook_problems(path)
+        assert not problems, f"{page}: the downloaded {path.name}: {problems}"
     for l in facts["links"]:
         if "colab.research.google.com" in l["href"] or "mybinder.org" in l["href"]:
             assert (
                 l["href"].endswith(f"book/{stem}.ipynb") and "/notebooks" in l["href"]
             ), l["href"]
             assert (ROOT / "book" / f"{stem}.md").is_file()
+            assert downloads, f"{page}: launch buttons but no notebook to download"
 
 
 def test_references_are_checked_somewhere():

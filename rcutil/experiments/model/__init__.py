@@ -131,7 +131,7 @@ class GDRun:
     norm."""
 
     beta: float
-    loss: list[float]
+    loss: list[results.Finite]  #: GD stops on a loss that is not (TrainingDiverged)
     sigma_min: list[float]
     sigma_max: list[float]
     grad_norm: list[float]

@@ -211,11 +211,18 @@ class Job:
     steps: int  #: the budget, AdamW steps
     members: tuple[Member, ...]
     record: bool = True
+    device: str = "cpu"
 
     @property
     def cost(self) -> float:
         """Proportional to its time: steps times models times blocks."""
         return self.steps * len(self.members) * self.layers
+
+    @property
+    def shape(self) -> tuple:
+        """What its cost depends on: jobs of one shape cost alike (``--estimate`` runs
+        one of each)."""
+        return (self.layers, self.steps, len(self.members), self.record)
 
 
 _DATA: dict = {}
@@ -235,9 +242,9 @@ def prepared(settings: Settings) -> dict:
     return _DATA[key]
 
 
-def train_job(job: Job, device: str = "cpu") -> list[dict]:
-    """Train a :class:`Job` (:func:`rcutil.sst2_train.train`) at its budget: one
-    curve per member."""
+def train_job(job: Job) -> list[dict]:
+    """Train a :class:`Job` (:func:`rcutil.sst2_train.train`) at its budget on its
+    device: one curve per member."""
     s = job.settings
     every = s.eval_every if job.steps == s.steps else s.long_eval_every
     settings = replace(s, steps=job.steps, eval_every=every)
@@ -251,7 +258,7 @@ def train_job(job: Job, device: str = "cpu") -> list[dict]:
             job.residual,
             list(job.members),
             record=job.record,
-            device=device,
+            device=job.device,
             weights=data.get("weights"),
         )
 
@@ -299,6 +306,7 @@ def select_rates(
     settings: Settings,
     arms: list[tuple[str, int, bool, int]],
     *,
+    device: str = "cpu",
     progress: bool = False,
 ) -> list[Selection]:
     """Eq. ``sst2-select`` for every arm ``(init, layers, residual, budget)``: the full
@@ -324,6 +332,7 @@ def select_rates(
                 arm[3],
                 tuple(Member(s.selection_seed, lr) for lr in rates),
                 record=False,
+                device=device,
             )
             for arm, rates in pending.items()
         ]
@@ -332,6 +341,7 @@ def select_rates(
             jobs,
             workers=s.workers,
             cost=lambda j: j.cost,
+            shape=lambda j: j.shape,
             progress=progress,
             desc="rate grids",
             unit="grid",
@@ -446,7 +456,7 @@ def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Re
             f"workers=1"
         )
     arms = arms_of(s)
-    selections = select_rates(s, arms, progress=progress)
+    selections = select_rates(s, arms, device=device, progress=progress)
     lr = {(x.init, x.layers, x.residual, x.budget): x.lr for x in selections}
     deep = max(s.layers)
     jobs = []
@@ -457,19 +467,19 @@ def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Re
         if arm == ("scratch", deep, False, s.steps):  # the control shares its batches
             control = s.seeds[: s.control_seeds]
             members += [Member(k, lr[arm], scaled_projections=False) for k in control]
-        jobs.append(Job(s, init, layers, residual, budget, tuple(members)))
-    if device == "cpu":
-        curves = parallel_map(
-            train_job,
-            jobs,
-            workers=s.workers,
-            cost=lambda j: j.cost,
-            progress=progress,
-            desc="seeds of every arm",
-            unit="arm",
+        jobs.append(
+            Job(s, init, layers, residual, budget, tuple(members), device=device)
         )
-    else:
-        curves = [train_job(j, device) for j in jobs]
+    curves = parallel_map(
+        train_job,
+        jobs,
+        workers=s.workers,
+        cost=lambda j: j.cost,
+        shape=lambda j: j.shape,
+        progress=progress,
+        desc="seeds of every arm",
+        unit="arm",
+    )
     runs, control = [], None
     for job, arm_curves in zip(jobs, curves):
         n = len(s.seeds) if job.steps == s.steps else s.long_seeds
