@@ -45,7 +45,8 @@ def steppers(settings, data, layers: int, seeds: list[int]) -> dict:
     """The two ways to take one step of every seed: ``loop`` and ``ensemble``."""
     from rcutil import sst2_train as recipe
 
-    lr, clip = settings["lr_grid"]["scratch"]["w"][1], settings["grad_clip"]
+    depth = settings.layers.index(layers) if layers in settings.layers else 0
+    lr, clip = settings.lr_grid["scratch"].start(True, depth)[1], settings.grad_clip
 
     def models():
         return [
@@ -57,9 +58,9 @@ def steppers(settings, data, layers: int, seeds: list[int]) -> dict:
         return [
             recipe.Batches(
                 data["train"],
-                settings["batch_size"],
+                settings.batch_size,
                 s,
-                order_seed=settings["data_seed"],
+                order_seed=settings.data_seed,
             )
             for s in seeds
         ]
@@ -113,17 +114,17 @@ def main(argv=None) -> int:
 
     settings = settings_of(args.profile)
     data = recipe.prepare_data(settings)
-    seeds = list(range(args.seeds)) if args.seeds else list(settings["seeds"])
+    seeds = list(range(args.seeds)) if args.seeds else list(settings.seeds)
     clock = time.process_time if args.threads == 1 else time.perf_counter
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); profile "
-        f"{args.profile}: d={settings['d_model']}, batch {settings['batch_size']}, "
+        f"{args.profile}: d={settings.d_model}, batch {settings.batch_size}, "
         f"{len(seeds)} seeds; clock: "
         f"{'process CPU time' if args.threads == 1 else 'wall time'}"
     )
     print(f"{'L':>4}  {'loop ms':>9}{'ensemble ms':>13}{'ratio':>8}   (per model-step)")
     total = {"loop": 0.0, "ensemble": 0.0}
-    for layers in [args.layers] if args.layers else settings["layers"]:
+    for layers in [args.layers] if args.layers else settings.layers:
         med = timed(
             steppers(settings, data, layers, seeds),
             repeats=args.repeats,

@@ -116,6 +116,10 @@ def test_step_rules_floor_and_ratio_are_what_the_result_says(stored):
             assert (f.sigma_Z <= f.sigma_PX * f.norm_W_V * (1 + 1e-9)).all()
             assert (f.sigma_Z >= f.sigma_PX * f.sigma_W_V * (1 - 1e-9)).all()
         assert (f.rank_one <= 1).all() and (f.sigma_X <= f.norm_X).all()
+        # eq. (jena-factors): sigma_k(P X) below each factor's cap; P's rows sum to one
+        assert (f.norm_P >= 1 - 1e-12).all() and (f.sigma_P <= f.norm_P).all()
+        cap = np.minimum(f.sigma_P * f.norm_X, f.norm_P * f.sigma_X)
+        assert (f.sigma_PX <= cap * (1 + 1e-9)).all()
 
 
 def test_models_of_one_seed_differ_only_by_beta():

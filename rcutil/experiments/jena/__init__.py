@@ -181,13 +181,15 @@ class Factors:
     attention-layer output of the sample ``p`` where its smallest singular value is
     smallest: ``Z_p = P_p X_p W_V + beta X_p`` (eq. ``model-z``). With ``k = min(n,
     d)``: ``sigma_Z`` = sigma_k(Z_p); ``sigma_PX`` = sigma_k(P_p X_p); ``sigma_P`` =
-    sigma_k(P_p) and ``rank_one`` = sigma_2(P_p) / sigma_1(P_p) (small when the rows of
-    P_p nearly coincide); ``sigma_X`` = sigma_k(X_p) and ``norm_X`` = ||X_p||_2;
-    ``sigma_W_V`` = sigma_min(W_V) and ``norm_W_V`` = ||W_V||_2."""
+    sigma_k(P_p), ``norm_P`` = ||P_p||_2 and ``rank_one`` = sigma_2(P_p) / sigma_1(P_p)
+    (small when the rows of P_p nearly coincide); ``sigma_X`` = sigma_k(X_p) and
+    ``norm_X`` = ||X_p||_2; ``sigma_W_V`` = sigma_min(W_V) and ``norm_W_V`` =
+    ||W_V||_2 (eq. ``jena-factors``)."""
 
     sigma_Z: np.ndarray
     sigma_PX: np.ndarray
     sigma_P: np.ndarray
+    norm_P: np.ndarray
     rank_one: np.ndarray
     sigma_X: np.ndarray
     norm_X: np.ndarray
@@ -331,6 +333,7 @@ def attention_factors(
         "sigma_Z": sZ[at],
         "sigma_PX": sPX[at],
         "sigma_P": sP[..., k - 1][at],
+        "norm_P": sP[..., 0][at],
         "rank_one": (sP[..., 1] / sP[..., 0])[at],
         "sigma_X": sX[p, -1],
         "norm_X": sX[p, 0],
