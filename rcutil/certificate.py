@@ -7,9 +7,14 @@ targets ``Y``) and a radius ``r`` it computes, on the Euclidean ball ``B_r`` aro
 
 * ``s0 = sigma_{Nn}(H_0)`` and ``S0 = ||H_0||_2`` of the stacked ``(N n) x d`` features
   ``H_0`` that enter ``W_U`` (needs the width ``d >= N n``), eq. ``conv-s0``;
+* the lower bound of ``sigma_{Nn}(H_0)`` the certificate starts from: ``s0`` itself
+  (``through="H"``), or ``s_Z = beta sigma_{Nn}(Z_0) - ||FFN(Z_0)||_2`` of the last
+  block's attention-layer output (``through="Z"``, eq. ``conv-weyl``,
+  :func:`z_lower_bound`), which ties the rate to the singular values of ``Z_0``;
 * ``G_H``, ``K_H``: bounds on the first and second derivatives of ``theta -> H`` on the
   ball, composed from the rules of :mod:`rcutil.bounds` (eq. ``conv-GH``);
-* the PL constant ``alpha = (s0 - G_H r)^2`` (eq. ``conv-alpha``), the smoothness
+* the PL constant ``alpha = (s - G_H r)^2`` with that lower bound ``s`` (eq.
+  ``conv-alpha``), the smoothness
   constant ``C`` (eq. ``lip-smooth``), the step ``mu = 1/C`` and the stay-in-the-ball
   condition ``2 sqrt(2 Phi_0 / alpha) + mu G sqrt(2 Phi_0) <= r`` (eq. ``conv-ball``).
 
@@ -29,7 +34,7 @@ import torch
 
 from . import bounds
 from .linalg import sigma_max, singular_values, stacked_rows
-from .model import BLOCK_NAMES, Transformer, TransformerBlock, squared_loss
+from .model import BLOCK_NAMES, Transformer, TransformerBlock, ffn, squared_loss
 from .validate import inputs as check_input
 
 
@@ -40,12 +45,14 @@ class Certificate:
     r: float
     s0: float  #: sigma_{Nn}(H_0)
     S0: float  #: ||H_0||_2
+    through: str  #: "H": the certificate starts from s0; "Z": from s_Z (eq. conv-weyl)
+    s_lower: float  #: the lower bound of sigma_{Nn}(H_0) it starts from: s0, or s_Z
     phi0: float  #: Phi(theta_0)
     G_H: float  #: Lipschitz constant of theta -> H on B_r
     K_H: float  #: second-derivative bound of theta -> H on B_r
     H_max: float  #: sup of ||H||_2 on B_r
     R_U: float  #: ||W_U^0||_2 + r
-    lam: float  #: s0 - G_H r, lower bound of sigma_{Nn}(H) on B_r
+    lam: float  #: s_lower - G_H r, lower bound of sigma_{Nn}(H) on B_r
     alpha: float  #: PL constant lam^2
     G: float  #: Lipschitz constant of theta -> F on B_r
     K: float  #: second-derivative bound of theta -> F on B_r
@@ -62,6 +69,51 @@ class Certificate:
 
     def to_dict(self) -> dict:
         return dict(asdict(self), predicted_rate=self.predicted_rate)
+
+
+#: The two lower bounds of ``sigma_{Nn}(H_0)`` a certificate can start from.
+ROUTES = ("H", "Z")
+
+
+@dataclass
+class ZBound:
+    """The attention-layer output ``Z_0`` of the last block and the FFN's output on it,
+    at ``theta_0``: ``H_0 = FFN(Z_0) + beta Z_0`` (eq. ``model-block``)."""
+
+    beta: float
+    sigma_min_Z: float  #: sigma_{Nn}(Z_0)
+    sigma_max_Z: float  #: ||Z_0||_2
+    ffn: float  #: ||FFN(Z_0)||_2
+
+    @property
+    def s_Z(self) -> float:
+        """``beta sigma_{Nn}(Z_0) - ||FFN(Z_0)||_2 <= sigma_{Nn}(H_0)``, eq.
+        ``conv-weyl``."""
+        return self.beta * self.sigma_min_Z - self.ffn
+
+
+def z_lower_bound(model, X: torch.Tensor) -> ZBound:
+    """:class:`ZBound` of ``model`` at its weights (``theta_0``) on the inputs ``X``,
+    for the last block (the block whose output ``H`` enters ``W_U``)."""
+    check_certifiable(model)
+    X = check_input(X, model.d)
+    with torch.no_grad():
+        out = model(X, return_all=True)
+        Z0, last = out.Z[-1], model.blocks[-1]
+        F0 = ffn(Z0, last.W_1, last.W_2, model.activation)
+    sZ = singular_values(Z0)
+    if sZ.numel() < X.shape[0] * X.shape[1]:
+        raise ValueError(
+            f"the route through Z needs width d >= N n, so that sigma_Nn(Z_0) exists: "
+            f"N n = {X.shape[0] * X.shape[1]} > d = {model.d}; use fewer "
+            "tokens/samples or a wider model"
+        )
+    return ZBound(
+        beta=float(model.beta),
+        sigma_min_Z=float(sZ[-1]),
+        sigma_max_Z=float(sZ[0]),
+        ffn=float(torch.linalg.matrix_norm(stacked_rows(F0), ord=2)),
+    )
 
 
 def check_certifiable(model) -> None:
@@ -204,9 +256,18 @@ def certificate(
     mu: float | None = None,
     *,
     trace=None,
+    through: str = "H",
+    s_Z: float | None = None,
 ) -> Certificate:
     """Evaluate Theorem 1's constants for radius ``r`` (and step ``mu``, default
-    ``1/C``)."""
+    ``1/C``), starting from ``s0`` (``through="H"``) or from the lower bound ``s_Z`` of
+    eq. ``conv-weyl`` (``through="Z"``; computed by :func:`z_lower_bound` unless
+    given)."""
+    if through not in ROUTES:
+        raise ValueError(
+            f"through must be one of {ROUTES} (the lower bound of sigma_Nn(H_0) the "
+            f"certificate starts from), got {through!r}"
+        )
     check_certifiable(model)
     X = check_input(X, model.d)
     if not isinstance(Y, torch.Tensor) or Y.shape != (
@@ -230,10 +291,14 @@ def certificate(
         )
     sv = singular_values(H0)
     s0, S0 = float(sv[-1]), float(sv[0])
+    if through == "H":
+        s_lower = s0
+    else:
+        s_lower = z_lower_bound(model, X).s_Z if s_Z is None else float(s_Z)
     G_H, K_H, H_bound = feature_bounds(model, X, r, trace)
     H_max = min(S0 + G_H * r, H_bound)
     R_U = float(sigma_max(model.W_U)) + r
-    lam = s0 - G_H * r
+    lam = s_lower - G_H * r
     alpha = max(lam, 0.0) ** 2
     G = bounds.output_gradient_bound(H_max, G_H, R_U)
     K = bounds.output_second_bound(G_H, K_H, R_U)
@@ -255,6 +320,8 @@ def certificate(
         r=r,
         s0=s0,
         S0=S0,
+        through=through,
+        s_lower=s_lower,
         phi0=phi0,
         G_H=G_H,
         K_H=K_H,
@@ -273,26 +340,31 @@ def certificate(
 
 
 def best_certificate(
-    model, X: torch.Tensor, Y: torch.Tensor, *, n_radii: int = 120
+    model, X: torch.Tensor, Y: torch.Tensor, *, n_radii: int = 120, through: str = "H"
 ) -> Certificate:
-    """Scan ``n_radii`` radii ``r`` on a log grid from ``10^-8 r_max`` to ``r_max = s0 /
-    G_H(0)`` and return the certificate with the fastest rate ``1 - mu alpha`` among
-    those that hold, or, when none holds, the one closest to holding (smallest
-    ``path_bound / r``)."""
+    """Scan ``n_radii`` radii ``r`` on a log grid from ``10^-8 r_max`` to ``r_max =
+    s / G_H(0)``, ``s`` the lower bound the route starts from (``s0``, or ``s_Z`` with
+    ``through="Z"``), and return the certificate with the fastest rate ``1 - mu alpha``
+    among those that hold, or, when none holds, the one closest to holding (smallest
+    ``path_bound / r``). When ``s_Z <= 0`` no radius can certify through ``Z``: the
+    certificate at ``r = 0`` is returned, which does not hold."""
     if n_radii < 2:
         raise ValueError(f"n_radii must be at least 2, got {n_radii!r}")
     check_certifiable(model)
     X = check_input(X, model.d)
     trace = _trace(model, X)
-    first = certificate(model, X, Y, r=0.0, trace=trace)
+    s_Z = z_lower_bound(model, X).s_Z if through == "Z" else None
+    first = certificate(model, X, Y, r=0.0, trace=trace, through=through, s_Z=s_Z)
     if not first.s0 > 0:
         raise ValueError(
             "H_0 does not have full row rank (s0 = 0): no radius can certify; "
             "draw another initialisation or use fewer samples"
         )
-    r_max = first.s0 / first.G_H
+    if not first.s_lower > 0:
+        return first
+    r_max = first.s_lower / first.G_H
     scanned = [
-        certificate(model, X, Y, r=float(r), trace=trace)
+        certificate(model, X, Y, r=float(r), trace=trace, through=through, s_Z=s_Z)
         for r in np.geomspace(r_max * 1e-8, r_max, n_radii)
     ]
     holding = [c for c in scanned if c.holds]

@@ -230,8 +230,8 @@ def weyl_bounds(
 
 
 def uniform_deviation(X, W_Q, W_K, tau) -> torch.Tensor:
-    """``max_p ||P_p - 1 1^T / n||_2``: distance of the attention matrices from uniform
-    attention.
+    """``delta = max_p ||P_p - Pi||_2``, ``Pi = 1 1^T / n``: distance of the attention
+    matrices from uniform attention.
 
     Shape ``(...)`` for inputs ``(..., N, n, d)``; the ``max`` runs over the ``N``
     samples.
@@ -252,13 +252,16 @@ def score_deviation_bound(X, W_Q, W_K, tau) -> torch.Tensor:
 
 def collapse_upper_bound(X, W_Q, W_K, W_V, tau) -> torch.Tensor:
     """Eq. ``sv-collapse``:
-    ``sigma_min(Attn(X)) <= max_p ||P_p - U||_2 ||X||_2 ||W_V||_2``.
+    ``sigma_r(Attn(X)) <= max_p ||P_p - Pi||_2 ||X||_2 ||W_V||_2``, ``Pi = 1 1^T / n``.
 
-    Valid when ``d > N`` (more feature columns than samples), with ``U = 1 1^T / n``.
+    Valid when ``r = min(N n, d) > N``: more columns than samples (tall regime), or at
+    least two tokens per sample (wide regime).
     """
-    if X.shape[-1] <= X.shape[-3]:
+    N, n, d = X.shape[-3], X.shape[-2], X.shape[-1]
+    if min(N * n, d) <= N:
         raise ValueError(
-            f"the collapse bound needs d > N, got d = {X.shape[-1]}, N = {X.shape[-3]}"
+            f"the collapse bound needs r = min(N n, d) > N, got N = {N}, n = {n}, "
+            f"d = {d}: use d > N and at least two tokens per sample"
         )
     norm_X = spectrum(X)["sigma_max"]
     norm_V = torch.linalg.matrix_norm(W_V, ord=2).reshape(norm_X.shape)
@@ -267,7 +270,7 @@ def collapse_upper_bound(X, W_Q, W_K, W_V, tau) -> torch.Tensor:
 
 def identity_value_lower_bound(X, W_Q, W_K, tau, beta: float) -> torch.Tensor:
     """Eq. ``sv-identity``: with ``W_V = I``,
-    ``sigma_min(Z) >= (beta - max_p ||P_p - U||_2) sigma_min(X)``."""
+    ``sigma_r(Z) >= (beta - max_p ||P_p - Pi||_2) sigma_r(X)``, in both regimes."""
     return (float(beta) - uniform_deviation(X, W_Q, W_K, tau)) * spectrum(X)[
         "sigma_min"
     ]

@@ -266,8 +266,26 @@ CHANGES: dict[str, Change] = {
         "2.0 * math.sqrt(2.0 * phi0 / alpha)",
         new="math.sqrt(2.0 * phi0 / alpha)",
     ),
-    "lam = s0 instead of s0 - G_H r": Change(
-        CERT, "certificate", "lam = s0 - G_H * r", new="lam = s0"
+    "lam = s_lower instead of s_lower - G_H r": Change(
+        CERT, "certificate", "lam = s_lower - G_H * r", new="lam = s_lower"
+    ),
+    "the bound through Z without beta": Change(
+        CERT,
+        "ZBound.s_Z",
+        "self.beta * self.sigma_min_Z - self.ffn",
+        new="self.sigma_min_Z - self.ffn",
+    ),
+    "the bound through Z from sigma_max(Z_0) (false)": Change(
+        CERT, "z_lower_bound", "float(sZ[-1])", new="float(sZ[0])"
+    ),
+    "||FFN(Z_0)|| in the Frobenius norm (cruder)": Change(
+        CERT,
+        "z_lower_bound",
+        "torch.linalg.matrix_norm(stacked_rows(F0), ord=2)",
+        new="torch.linalg.matrix_norm(stacked_rows(F0))",
+    ),
+    "the bound through Z read at the first block": Change(
+        CERT, "z_lower_bound", "out.Z[-1]", new="out.Z[0]", tests=COMPOSITION
     ),
     "G_H and K_H over samples by a max, not sums": Change(
         CERT,
@@ -552,11 +570,18 @@ CHANGES: dict[str, Change] = {
         new="np.median(d.local_pl) >= d.certificate.alpha",
         tests=EXPERIMENT,
     ),
-    "predicted late rate from kappa(Z_0)": Change(
+    "predicted late rate from kappa(H_0), at the step 1/||H_0||^2": Change(
         CONV_VERDICTS,
         "predicted_late_rate",
-        "p.kappa_H ** -2",
-        new="p.kappa_Z ** -2",
+        "p.mu * p.sigma_min_H**2",
+        new="p.kappa_H**-2",
+        tests=EXPERIMENT,
+    ),
+    "predicted late rate from Z_0 without beta": Change(
+        CONV_VERDICTS,
+        "predicted_from_Z",
+        "p.beta * p.sigma_min_Z",
+        new="p.sigma_min_Z",
         tests=EXPERIMENT,
     ),
 }

@@ -145,3 +145,40 @@ def test_a_formula_keeps_the_punctuation_that_follows_it_on_its_line():
     assert "rc-tie" in tie["classes"] and tie.astext() == r"\beta,"
     assert para[2].astext() == " the faster"
     assert isinstance(para[3], nodes.math)  # no punctuation after it: left alone
+
+
+def test_the_tie_takes_the_full_stop_after_its_formula_and_no_other():
+    """Two equal text nodes in one paragraph (a full stop after a pasted number, one
+    after a formula): the formula's own is tied, the other stays where it is."""
+    from docutils import nodes
+
+    book, _ = _ext()
+    para = nodes.paragraph()
+    para += nodes.inline("9e-06", "9e-06", classes=["pasted-text"])
+    para += nodes.Text(".")
+    para += nodes.Text("\n")
+    para += nodes.Text("the constant ")
+    para += nodes.math("", "C")
+    para += nodes.Text(".")
+    doc = nodes.document(None, None)
+    doc += para
+    book._tie_punctuation(None, doc, "page")
+    assert para.astext() == "9e-06.\nthe constant C."
+    assert para[1].astext() == "." and para[-1].astext() == "C."
+    assert all(child.parent is para for child in para.children)
+
+
+def test_a_number_is_kept_whole_in_its_own_text_node():
+    """The same number in two text nodes of a paragraph: each is wrapped where it is."""
+    from docutils import nodes
+
+    book, _ = _ext()
+    para = nodes.paragraph()
+    para += nodes.Text("3e-07")
+    para += nodes.math("", "x")
+    para += nodes.Text("3e-07")
+    doc = nodes.document(None, None)
+    doc += para
+    book._keep_numbers_whole(None, doc, "page")
+    assert [type(c).__name__ for c in para.children] == ["inline", "math", "inline"]
+    assert para.astext() == "3e-07x3e-07"

@@ -24,6 +24,7 @@ from rcutil.certificate import (
     check_certifiable,
     feature_bounds,
     feature_jets,
+    z_lower_bound,
 )
 from rcutil.model import Transformer, block
 
@@ -124,10 +125,110 @@ def test_ball_condition_decides_and_a_step_above_1_over_C_is_refused():
     assert best.holds and best.path_bound <= best.r
     assert certificate(model, X, Y, r=best.r, mu=best.mu).holds
     assert not certificate(model, X, Y, r=best.r, mu=1.01 * best.mu).holds  # mu > 1/C
-    assert not certificate(model, X, Y, r=best.r * 0.9).holds  # path > r
+    # mu alpha falls as r grows, so the best is the smallest radius of the grid that
+    # holds, and the grid's next radius down does not: there the path exceeds r
+    below = best.r / 10 ** (8 / (settings.n_radii - 1))
+    assert not certificate(model, X, Y, r=below).holds
     big = certificate(model, X, Y, r=best.r * 1e4)  # G_H r > s0: no PL
     assert big.lam < 0 and big.alpha == 0 and big.path_bound == math.inf
     assert not big.holds
+
+
+# ------------------------------------------------------------ the route through Z
+@pytest.mark.parametrize("beta, L, seed", [(1.0, 1, 0), (0.3, 1, 1), (0.7, 2, 2)])
+def test_the_bound_through_Z_is_beta_sigma_Nn_of_Z_minus_the_ffns_spectral_norm(
+    beta, L, seed
+):
+    """h_Z = beta sigma_Nn(Z_0) - ||FFN(Z_0)||_2 of the last block, read here from the
+    features: FFN(Z_0) = H_0 - beta Z_0; and h_Z <= s0 (Weyl, eq. conv-weyl)."""
+    model, X, _ = instance(beta, seed=seed, L=L)
+    z = z_lower_bound(model, X)
+    with torch.no_grad():
+        out = model(X, return_all=True)
+    H = out.features.reshape(-1, model.d)
+    Z = out.Z[-1].reshape(-1, model.d)
+    sZ = torch.linalg.svdvals(Z)
+    s0 = torch.linalg.svdvals(H)[-1].item()
+    assert z.beta == beta
+    assert math.isclose(z.sigma_min_Z, sZ[-1].item(), rel_tol=1e-12)
+    assert math.isclose(z.sigma_max_Z, sZ[0].item(), rel_tol=1e-12)
+    assert math.isclose(z.ffn, spec(H - beta * Z), rel_tol=1e-10)
+    assert math.isclose(z.s_Z, beta * sZ[-1].item() - spec(H - beta * Z), rel_tol=1e-10)
+    assert z.s_Z <= s0 * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("beta", [0.4, 1.0])
+def test_without_the_ffn_the_bound_through_Z_is_s0_itself(beta):
+    """W_2 = 0: H_0 = beta Z_0, so h_Z = s0 exactly (the bound is attained); a bound
+    that forgot beta, or took sigma_max, would miss it."""
+    model, X, Y = instance(beta)
+    with torch.no_grad():
+        model.blocks[0].W_2.zero_()
+    z = z_lower_bound(model, X)
+    cert = certificate(model, X, Y, r=0.0)
+    assert z.ffn == 0.0
+    assert math.isclose(z.s_Z, cert.s0, rel_tol=1e-12)
+    through_Z = certificate(model, X, Y, r=0.0, through="Z")
+    assert math.isclose(through_Z.s_lower, cert.s0, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("frac", [0.0, 0.05, 0.3])
+def test_a_certificate_through_Z_starts_from_h_Z_and_keeps_every_other_constant(frac):
+    model, X, Y = instance(1.0, W_U="zero", scale=0.7, d=10)
+    with torch.no_grad():
+        model.blocks[0].W_2.mul_(0.05)
+    h_Z = z_lower_bound(model, X).s_Z
+    assert h_Z > 0
+    r = frac * h_Z / feature_bounds(model, X, 0.0)[0]
+    H, Z = certificate(model, X, Y, r=r), certificate(model, X, Y, r=r, through="Z")
+    assert (H.through, Z.through) == ("H", "Z") and H.s_lower == H.s0
+    assert math.isclose(Z.s_lower, h_Z, rel_tol=1e-12)
+    assert math.isclose(Z.lam, h_Z - Z.G_H * r, rel_tol=1e-12, abs_tol=1e-15)
+    assert math.isclose(Z.alpha, max(Z.lam, 0.0) ** 2, rel_tol=1e-12, abs_tol=1e-30)
+    for key in ("s0", "S0", "G_H", "K_H", "H_max", "G", "K", "C", "mu", "kappa_inv_sq"):
+        assert getattr(Z, key) == getattr(H, key), key
+    path = 2 * math.sqrt(2 * Z.phi0 / Z.alpha) if Z.alpha > 0 else math.inf
+    assert math.isclose(Z.path_bound, path + Z.mu * Z.G * math.sqrt(2 * Z.phi0))
+    assert Z.holds == (Z.path_bound <= r) and Z.alpha <= H.alpha
+    # the certificate uses an h_Z it is given
+    given = certificate(model, X, Y, r=r, through="Z", s_Z=h_Z / 2)
+    assert math.isclose(
+        given.lam, h_Z / 2 - given.G_H * r, rel_tol=1e-12, abs_tol=1e-15
+    )
+
+
+def test_the_book_instance_is_certified_through_Z_only_with_a_small_W_2():
+    """With W_2 at a hundredth of its usual scale the route through Z certifies, at a
+    rate never faster than the route through H; at the usual scale h_Z < 0 and no
+    radius certifies through Z."""
+    from dataclasses import replace
+
+    from rcutil import settings_for
+    from rcutil.experiments import convergence
+
+    settings = settings_for(convergence.SETTINGS, "ci")
+    assert settings.W_2_scale == 0.01
+    model, X, Y = convergence.make_instance(settings, 1)
+    H = best_certificate(model, X, Y, n_radii=settings.n_radii)
+    Z = best_certificate(model, X, Y, n_radii=settings.n_radii, through="Z")
+    assert H.holds and Z.holds and 0 < Z.mu * Z.alpha <= H.mu * H.alpha
+    assert 0 < Z.s_lower < Z.s0
+    usual = replace(settings, W_2_scale=1.0)
+    model, X, Y = convergence.make_instance(usual, 1)
+    z = z_lower_bound(model, X)
+    assert z.s_Z < 0 < z.sigma_min_Z
+    none = best_certificate(model, X, Y, n_radii=settings.n_radii, through="Z")
+    assert not none.holds and none.r == 0.0 and none.alpha == 0.0
+    assert best_certificate(model, X, Y, n_radii=settings.n_radii).holds
+
+
+def test_the_route_is_named_and_needs_width():
+    model, X, Y = instance()
+    with pytest.raises(ValueError, match="through must be one of .'H', 'Z'.*'W'"):
+        certificate(model, X, Y, r=0.1, through="W")
+    tall = torch.randn(4, 2, 6, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"through Z needs width d >= N n.*8 > d = 6"):
+        z_lower_bound(model, tall)
 
 
 def test_best_certificate_picks_the_fastest_rate_of_its_grid():

@@ -201,13 +201,20 @@ def test_weyl_bounds_by_value():
 
 
 @st.composite
-def instances(draw, *, tall=True, d_gt_N=False, identity_value=False):
+def instances(draw, *, tall=True, d_gt_N=False, identity_value=False, wide=False):
     """One random (X, W_Q, W_K, W_V, tau): sizes, seeds and a log-uniform scale of W_Q
-    (from nearly uniform to nearly hard arg-max attention)."""
+    (from nearly uniform to nearly hard arg-max attention). ``wide=None`` draws the
+    regime: tall (N n >= d) or wide (d >= N n, at least two tokens)."""
+    if wide is None:
+        wide = draw(st.booleans())
     N = draw(st.integers(1, 3))
-    d = draw(st.integers(N + 1 if d_gt_N else 1, 6))
-    n_min = max(2, math.ceil(d / N)) if tall else 2
-    n = draw(st.integers(n_min, n_min + 4))
+    if wide:
+        n = draw(st.integers(2, 3))
+        d = draw(st.integers(N * n, N * n + 3))
+    else:
+        d = draw(st.integers(N + 1 if d_gt_N else 1, 6))
+        n_min = max(2, math.ceil(d / N)) if tall else 2
+        n = draw(st.integers(n_min, n_min + 4))
     d_qk = draw(st.integers(1, 8))
     seed = draw(st.integers(0, 2**31 - 1))
     log_scale = draw(st.floats(-3.0, 1.5))
@@ -219,7 +226,7 @@ def instances(draw, *, tall=True, d_gt_N=False, identity_value=False):
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(instances(), st.floats(0.0, 5.0))
+@given(instances(wide=None), st.floats(0.0, 5.0))
 def test_weyl_bounds_hold(inst, beta):
     X, W_Q, W_K, W_V, tau = inst
     A = attention(X, W_Q, W_K, W_V, tau)
@@ -256,7 +263,7 @@ def test_deviation_from_uniform_attention(inst):
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(instances(d_gt_N=True))
+@given(instances(d_gt_N=True, wide=None))
 def test_collapse_bound(inst):
     X, W_Q, W_K, W_V, tau = inst
     sigma = spectra.spectrum(attention(X, W_Q, W_K, W_V, tau))["sigma_min"]
@@ -265,7 +272,7 @@ def test_collapse_bound(inst):
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(instances(identity_value=True), st.floats(0.0, 3.0))
+@given(instances(identity_value=True, wide=None), st.floats(0.0, 3.0))
 def test_identity_value_lower_bound(inst, beta):
     X, W_Q, W_K, W_V, tau = inst
     Z = attention(X, W_Q, W_K, W_V, tau) + beta * X
@@ -382,7 +389,13 @@ X_ONE = lin(1, 3, 4, 2)
             lambda: spectra.collapse_upper_bound(
                 lin(2, 3, 2), lin(2, 1), lin(2, 1), lin(2, 2), 1.0
             ),
-            "d > N.*d = 2, N = 2",
+            r"r = min\(N n, d\) > N.*N = 2, n = 3, d = 2",
+        ),
+        (
+            lambda: spectra.collapse_upper_bound(
+                lin(3, 1, 4), lin(4, 1), lin(4, 1), lin(4, 4), 1.0
+            ),
+            r"r = min\(N n, d\) > N.*N = 3, n = 1, d = 4",
         ),
     ],
 )

@@ -264,7 +264,7 @@ def test_sst2_fits_the_sequence_length():
 
     dev = sst2_data.load_split("dev").sentences
     lengths = torch.tensor([len(x) for x in encode(dev, tok)])
-    assert int(lengths.max()) <= min(row["max_len"] for row in SETTINGS.values())
+    assert int(lengths.max()) <= min(row.max_len for row in SETTINGS.values())
 
 
 # --------------------------------------------------------------- vocabulary and batches

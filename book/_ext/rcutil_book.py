@@ -464,9 +464,26 @@ def _keep_numbers_whole(app, doctree, docname) -> None:
             last = m.end()
         if parts:
             parts.append(nodes.Text(source[last:]))
-            parent.replace(
-                text, [p for p in parts if not (isinstance(p, nodes.Text) and not p)]
+            _replace(
+                parent,
+                text,
+                [
+                    p
+                    for p in parts
+                    if not (isinstance(p, nodes.Text) and not p.astext())
+                ],
             )
+
+
+def _replace(parent, child, new: list) -> None:
+    """Put the nodes ``new`` in place of ``child`` in ``parent``, found by identity:
+    docutils finds a child by equality, and a ``Text`` node equals every other ``Text``
+    of the same string (two full stops of one paragraph), so its own ``replace`` and
+    ``remove`` can act on the wrong one."""
+    i = next(k for k, c in enumerate(parent.children) if c is child)
+    for node in new:
+        node.parent = parent
+    parent.children[i : i + 1] = new
 
 
 #: Punctuation that follows a formula and must not start the next line.
@@ -493,10 +510,7 @@ def _tie_punctuation(app, doctree, docname) -> None:
         tie += math
         tie += nodes.Text(m.group())
         rest = str(following)[m.end() :]
-        if rest:
-            parent.replace(following, nodes.Text(rest))
-        else:
-            parent.remove(following)
+        _replace(parent, following, [nodes.Text(rest)] if rest else [])
 
 
 def setup(app):

@@ -1,7 +1,8 @@
 """The convergence chapter's acceptance checks and its five claims, and the readings of
 a stored :class:`~rcutil.experiments.convergence.Result` that decide them: the one-step
 ratios of GD against the certified rate, the loss reached, the tightness of the
-constants, and the late rate of the sweep against its prediction."""
+constants, the certificates through ``Z``, and the late rate of the sweep against its
+prediction."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ from . import Depth, Result, SweepPoint
 #: Rounding allowance of ``max_t Phi_{t+1}/Phi_t <= 1 - mu alpha`` (float64).
 RATE_SLACK = 1e-12
 #: The late rate follows the slow mode: ``1 - rate`` within this factor of
-#: ``1 - (1 - kappa(H_0)^-2)^2`` ...
+#: ``1 - (1 - mu sigma_{Nn}(H_0)^2)^2`` ...
 LATE_FACTOR = 1.5
 #: ... at every ``beta`` from this one up (below, the slowest mode has not yet come to
 #: dominate within the sweep's steps).
 SLOW_MODE_BETA = 0.25
+#: Where the certificate through ``Z`` holds, ``1 - rate`` is within this factor of
+#: the slowest mode predicted from ``Z_0`` alone, ``1 - (1 - mu beta^2
+#: sigma_{Nn}(Z_0)^2)^2``.
+Z_FACTOR = 1.1
 
 
 def rates(depth: Depth) -> np.ndarray:
@@ -51,9 +56,60 @@ def worst_tightness(depth: Depth) -> float:
     return max(v["ratio"] for point in depth.tightness.values() for v in point.values())
 
 
+def least_squares_gap(depth: Depth) -> float:
+    """The largest relative difference, up to the tolerance, between the loss of GD
+    and that of least squares in ``W_U`` on the frozen features ``H_0``."""
+    T = depth.steps_to_tolerance + 1
+    loss = np.asarray(depth.loss[:T])
+    return float(np.max(np.abs(np.asarray(depth.least_squares[:T]) / loss - 1.0)))
+
+
+def block_distance(depth: Depth) -> float:
+    """How far the block weights (all but ``W_U``) moved, at most, along GD."""
+    d, u = np.asarray(depth.distance), np.asarray(depth.distance_U)
+    return float(np.sqrt(np.maximum(d**2 - u**2, 0.0)).max())
+
+
 def predicted_late_rate(p: SweepPoint) -> float:
-    """``(1 - kappa(H_0)^-2)^2``: the slowest mode of least squares in ``W_U``."""
-    return (1.0 - p.kappa_H**-2) ** 2
+    """``(1 - mu sigma_{Nn}(H_0)^2)^2``: the slowest mode of least squares in ``W_U``
+    on the features ``H_0``, at the sweep's step ``mu``."""
+    return (1.0 - p.mu * p.sigma_min_H**2) ** 2
+
+
+def predicted_from_Z(p: SweepPoint) -> float:
+    """``(1 - mu beta^2 sigma_{Nn}(Z_0)^2)^2``: the same slowest mode with ``H_0``
+    replaced by ``beta Z_0``, its part from the attention-layer output."""
+    return (1.0 - p.mu * (p.beta * p.sigma_min_Z) ** 2) ** 2
+
+
+def s_Z(p: SweepPoint) -> float:
+    """``beta sigma_{Nn}(Z_0) - ||FFN(Z_0)||_2`` of a point of the sweep (eq.
+    ``conv-weyl``)."""
+    return p.beta * p.sigma_min_Z - p.ffn
+
+
+def certified_through_Z(result: Result) -> list[SweepPoint]:
+    """The points of the sweep whose certificate through ``Z`` holds."""
+    return [p for p in result.sweep if p.certified_Z]
+
+
+def smallest_certified_beta(result: Result) -> float | None:
+    """The smallest ``beta`` of the sweep certified through ``Z`` (``None`` if none)."""
+    return min((p.beta for p in certified_through_Z(result)), default=None)
+
+
+def certified_from_there_up(result: Result) -> bool:
+    """Every ``beta`` of the sweep at or above the smallest certified one is certified
+    through ``Z`` (and one is)."""
+    low = smallest_certified_beta(result)
+    return low is not None and all(p.certified_Z for p in result.sweep if p.beta >= low)
+
+
+def z_factor(p: SweepPoint) -> float:
+    """``(1 - late rate) / (1 - predicted_from_Z)`` (infinite at ``beta = 0``, where
+    ``Z_0`` predicts no decay at all)."""
+    gap = 1.0 - predicted_from_Z(p)
+    return (1.0 - p.late_rate) / gap if gap > 0 else np.inf
 
 
 def slow_mode(result: Result) -> list[SweepPoint]:
@@ -71,8 +127,21 @@ def checks(result: Result) -> list[Check]:
     worst depth's value shown), and the ``beta`` sweep."""
     D, tol = result.depths, result.settings.tol
     c = [d.certificate for d in D]
+    z = [d.z_certificate for d in D]
     beta0 = results.pick(result.sweep, beta=0.0)
     holds = all(x.holds for x in c)
+    z_holds = all(x.holds for x in z)
+    weyl = max(
+        [x.s_lower / x.s0 for x in z] + [s_Z(p) / p.sigma_min_H for p in result.sweep]
+    )
+    z_rate = max(y.mu * y.alpha / (x.mu * x.alpha) for x, y in zip(c, z))
+    z_sigma = min(min(d.sigma_min_H) / y.lam for d, y in zip(D, z))
+    upward = certified_from_there_up(result)
+    ls_gap = least_squares_gap(results.pick(D, layers=1))
+    z_late = max(
+        (max(f, 1 / f) for f in map(z_factor, certified_through_Z(result))),
+        default=np.inf,
+    )
     rate = max(max_rate(d) - d.certificate.predicted_rate for d in D)
     final = max(final_over_initial(d) for d in D)
     distance = max(max(d.distance) / x.path_bound for d, x in zip(D, c))
@@ -87,16 +156,23 @@ def checks(result: Result) -> list[Check]:
     b = f"$\\beta\\ge{SLOW_MODE_BETA:g}$"
     return [
         Check("the certificate holds at every depth", holds, "==", True),
+        Check("the certificate through $Z$ holds at every depth", z_holds, "==", True),
+        Check(r"$h_Z$ over $h_{\min}$, largest over depths and $\beta$", weyl, "<=", 1.0),
+        Check(r"rate $\mu\alpha$ through $Z$ over through $H$, largest over depths", z_rate, "<=", 1.0),
+        Check(r"$\min_t\sigma_{Nn}(H_t)$ over $h_Z-G_HR$ (through $Z$), smallest", z_sigma, ">=", 1.0),
         Check(r"$\max_t\Phi_{t+1}/\Phi_t - (1-\mu\alpha)$, largest over depths", rate, "<=", RATE_SLACK),
         Check(r"$\Phi_T/\Phi_0$ at $\mu = 1/C$, largest over depths", final, "<=", tol),
         Check(r"$\max_t\Vert\theta_t-\theta_0\Vert$ over the path bound, largest", distance, "<=", 1.0),
-        Check("path bound over $r$, largest over depths", path, "<=", 1.0),
-        Check(r"$\min_t\sigma_{Nn}(H_t)$ over $s_0-G_Hr$, smallest over depths", sigma, ">=", 1.0),
+        Check("path bound over $R$, largest over depths", path, "<=", 1.0),
+        Check(r"$\min_t\sigma_{Nn}(H_t)$ over $h_{\min}-G_HR$, smallest over depths", sigma, ">=", 1.0),
         Check(r"$\min_t\Vert\nabla\Phi_t\Vert^2/(2\Phi_t)$ over $\alpha$, smallest", pl, ">=", 1.0),
+        Check(r"$L = 1$: loss against least squares on $H_0$, largest relative gap", ls_gap, "<=", 1e-3),
         Check("measured value over its bound ($G_H$, $K_H$, $C$), largest", tight, "<=", 1.0),
         Check(r"$\alpha/C$ over $\kappa(H_0)^{-2}$, largest over depths", kappa, "<=", 1.0),
         Check(f"late $1-$rate over its prediction, farthest from 1 for {b} (factor)", late, "<=", LATE_FACTOR),
         Check(r"late rate falls as $\beta$ grows, largest step", falls, "<", 0.0),
+        Check(r"certified through $Z$: every $\beta$ from the smallest certified up", upward, "==", True),
+        Check(r"late $1-$rate over its prediction from $Z_0$, where certified (factor)", z_late, "<=", Z_FACTOR),
         Check(r"$\beta = 0$: $\alpha/C$ of the best certificate", beta0.alpha_over_C, "<", 1e-6),
         Check(r"$\beta = 0$: the certificate holds", beta0.certified, "==", False),
         Check(f"$\\beta = 0$: $\\Phi_{{{early}}}/\\Phi_0$", beta0.loss[early], "<", 0.5),
@@ -114,35 +190,9 @@ def minimum_reached(depth: Depth, tol: float) -> bool:
     return final_over_initial(depth) <= tol
 
 
-def slow_mode_shows(p: SweepPoint, steps: int) -> bool:
-    """Whether a run of ``steps`` steps can show the slowest mode's rate: that mode
-    decays by a factor e at least once within it, ``steps (1 - (1 - kappa^-2)^2) >=
-    1``. Before that the late rate is that of faster modes still decaying."""
-    return steps * (1.0 - predicted_late_rate(p)) >= 1.0
-
-
-def steps_to_show(p: SweepPoint) -> float:
-    """The steps a run needs to show the slowest mode at ``p`` (:func:`slow_mode_shows`)."""
-    return 1.0 / (1.0 - predicted_late_rate(p))
-
-
-def rate_parts(result: Result) -> dict[float, bool | None]:
-    """Per ``beta`` of the sweep: the late ``1 - rate`` within :data:`LATE_FACTOR` of
-    its prediction, or ``None`` where the run cannot show the slowest mode."""
-    T = result.settings.sweep_steps
-    return {
-        p.beta: (
-            max(late_factor(p), 1 / late_factor(p)) <= LATE_FACTOR
-            if slow_mode_shows(p, T)
-            else None
-        )
-        for p in result.sweep
-    }
-
-
 def claims(result: Result) -> list[Claim]:
-    """The lemma (PL along GD), Theorem 1, the rate against ``kappa(H_0)``, Corollary 1
-    and the multi-layer theorem, on the certifying instances, each an exact check."""
+    """The lemma (PL along GD), Theorem 1, the rate through ``Z_0``, Corollary 1 and
+    the multi-layer theorem, on the certifying instances, each an exact check."""
     one = results.pick(result.depths, layers=1)
     deep = [d for d in result.depths if d.layers > 1]
     s = result.settings
@@ -160,13 +210,19 @@ def claims(result: Result) -> list[Claim]:
         and worst_tightness(d) <= 1.0
         for d in result.depths
     }
-    sweep = sorted(result.sweep, key=lambda p: p.beta)
-    falls = all(b.late_rate < a.late_rate for a, b in zip(sweep, sweep[1:]))
-    follows = rate_parts(result)
-    shown = [p for p in sweep if follows[p.beta] is not None]
-    hidden = [p for p in sweep if follows[p.beta] is None]
-    off = [p.beta for p in sweep if follows[p.beta] is False]
-    factor = max((max(late_factor(p), 1 / late_factor(p)) for p in shown), default=1.0)
+    certified = certified_through_Z(result)
+    low = smallest_certified_beta(result)
+    z_factors = {p.beta: max(z_factor(p), 1 / z_factor(p)) for p in certified}
+    rate_ok = {
+        "certified through $Z$ from the smallest certified $\\beta$ up": (
+            certified_from_there_up(result)
+        ),
+        "certified at $\\beta = 1$": results.pick(result.sweep, beta=1.0).certified_Z,
+        **{
+            f"late rate at $\\beta = {b:g}$": f <= Z_FACTOR
+            for b, f in z_factors.items()
+        },
+    }
 
     def betas(ps) -> str:
         return ", ".join(f"{p.beta:g}" for p in ps)
@@ -181,30 +237,6 @@ def claims(result: Result) -> list[Claim]:
 
     deep_ok = [theorem_holds(d) and minimum_reached(d, tol) for d in deep]
     worst = max(worst_tightness(d) for d in result.depths)
-    if off or not falls:
-        rate_reason = "fails: " + "; ".join(
-            (
-                [
-                    f"the late rate is off its prediction at $\\beta$ = {', '.join(map(str, off))}"
-                ]
-                if off
-                else []
-            )
-            + (
-                []
-                if falls
-                else ["the late rate does not fall at every step of $\\beta$"]
-            )
-        )
-    elif hidden:
-        longest = max(steps_to_show(p) for p in hidden)
-        rate_reason = (
-            f"follows its prediction at $\\beta$ = {betas(shown)}; at "
-            f"$\\beta$ = {betas(hidden)} the {s.sweep_steps} steps cannot show the "
-            f"slowest mode; it would take runs of about {longest:.1e} steps"
-        )
-    else:
-        rate_reason = "follows its prediction at every $\\beta$ of the sweep"
     return [
         Claim(
             "lemma-smoothness",
@@ -223,7 +255,7 @@ def claims(result: Result) -> list[Claim]:
                 + ", ".join(str(k) for k, ok in path_ok.items() if not ok)
             ),
             rule=r"at every depth and iterate: PL ratio $\ge\alpha$, distance $\le$ "
-            r"path bound $\le r$, $\sigma_{Nn}(H_t)\ge s_0-G_Hr$; no measured "
+            r"path bound $\le R$, $\sigma_{Nn}(H_t)\ge h_{\min}-G_HR$; no measured "
             "value above its bound",
             setting=setting,
         ),
@@ -248,19 +280,39 @@ def claims(result: Result) -> list[Claim]:
             r"The rate follows $\sigma_{\min}/\sigma_{\max}$",
             "the rate is governed by the extreme singular values of the attention "
             "output",
-            f"{len(result.sweep)} values of $\\beta$, {s.sweep_steps} steps each; "
-            f"where the run can show the slowest mode ($\\beta$ = {betas(shown)}) the "
-            f"late $1-$rate is within a factor {factor:.2f} of "
-            "$1-(1-\\kappa(H_0)^{-2})^2$",
-            check_verdict([*follows.values(), falls]),
-            rate_reason,
-            rule=f"at every $\\beta$: the late $1-$rate within a factor "
-            f"{LATE_FACTOR:g} of $1-(1-\\kappa(H_0)^{{-2}})^2$ where the run can show "
-            "the slowest mode ($T(1-(1-\\kappa^{-2})^2) \\ge 1$; elsewhere that part "
-            "is not resolved), and the late rate falls at every step of $\\beta$",
+            (
+                f"certified through $Z_0$ for $\\beta$ = {betas(certified)} of "
+                f"{len(result.sweep)} values; there the late $1-$rate at $\\mu = 1/C$ "
+                f"is within a factor {max(z_factors.values()):.3f} of "
+                "$1-(1-\\mu\\beta^2\\sigma_{Nn}^2(Z_0))^2$"
+                if certified
+                else f"no $\\beta$ of {len(result.sweep)} certified through $Z_0$"
+            ),
+            check_verdict(rate_ok),
+            (
+                f"for $\\beta\\ge{low:g}$ the certificate, built from "
+                "$h_Z = \\beta\\sigma_{Nn}(Z_0) - \\Vert\\mathrm{FFN}(Z_0)\\Vert$, "
+                "holds and the slowest mode of $\\beta Z_0$ sets the late rate"
+                if all(rate_ok.values())
+                else "fails: " + "; ".join(k for k, ok in rate_ok.items() if not ok)
+            ),
+            rule=r"the certificate through $Z$ holds at $\beta = 1$ and at every "
+            r"$\beta$ of the sweep from the smallest certified one up, and at each "
+            rf"certified $\beta$ the late $1-$rate is within a factor {Z_FACTOR:g} of "
+            r"$1-(1-\mu\beta^2\sigma_{Nn}^2(Z_0))^2$",
             setting=reconstruction(
                 *setting.differences,
-                "measured through the features $H$ that contain $Z$",
+                r"lazy regime: $W_U^0 = 0$, small targets",
+                rf"wide: $d = {s.d}\ge Nn = {s.N * s.n}$",
+                r"$W_2$ started at "
+                f"{s.W_2_scale:g}"
+                r" of its usual scale, so that $\Vert\mathrm{FFN}(Z_0)\Vert<"
+                r"\beta\sigma_{Nn}(Z_0)$",
+                (
+                    f"certified for $\\beta\\ge{low:g}$ only"
+                    if low is not None
+                    else "certified for no $\\beta$"
+                ),
             ),
         ),
         Claim(
