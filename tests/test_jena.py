@@ -606,3 +606,90 @@ def test_settings_rows_agree_and_seeds_suffice():
         assert len(s.seeds) >= (5 if profile == "book" else 3)
         assert s.betas == (0.0, 0.25, 0.5, 0.75, 1.0)
         assert s.steps % s.spectra_every == 0 and s.steps % 4 == 0
+
+
+# --------------------------------------------------------------------------- readings
+def test_within_drift_counts_the_parts_the_best_found_loss_cannot_decide(result):
+    """Stall gaps of 7, 6, 8, 7 (beta = 0 against 0.25 ... 1) under each rule and a
+    drift of 1.5 at beta = 0.5 only: the part against 0.5 (6 < 5 × 1.5) is within it,
+    one per rule; the trend's fitted change of 6 (slope -1.5 per level) is within
+    5 × 1.5 under both rules."""
+    set_gaps(result, STALL)
+    settle(result, 1.5, betas=[0.5])
+    assert verdicts.within_drift(result, "jena-stall") == 2
+    assert verdicts.within_drift(result, "jena-order") == 2
+    assert verdicts.compared(result, "jena-stall")[5] == [0.0, 0.5]
+    # the trend reads every beta: a drift at beta = 0 alone reaches both its parts
+    settle(result)
+    settle(result, 1.5, betas=[0.0])
+    assert verdicts.within_drift(result, "jena-order") == 2
+    settle(result)
+    assert verdicts.within_drift(result, "jena-order") == 0
+    assert verdicts.speed_decision(result, "jena-stall").verdict == C.REPRODUCED
+
+
+def factors_of(result, beta=0.0, **fields):
+    f = results.pick(result.points, beta=beta).factors
+    for name, value in fields.items():
+        getattr(f, name)[:] = value
+    return f
+
+
+def test_the_factor_reading_names_the_factors_near_singular(result):
+    """Unit largest singular values; the attention at 1e-4, the window at 1e-5 and
+    sigma_min(P X) at their product: both near singular, and they multiply. The window
+    raised to 1e-1: only the attention is near, and P X is 2 decades from the product.
+    W_V at 1e-4 of its norm on one seed only: not near (the median), but values_low
+    says so."""
+    S = len(result.settings.seeds)
+    ones = dict(norm_P=1.0, norm_X=1.0, norm_W_V=1.0, sigma_W_V=0.5, sigma_Z=1e-9)
+    factors_of(result, **ones, sigma_P=1e-4, sigma_X=1e-5, sigma_PX=1e-9)
+    reading = verdicts.factor_reading(result)
+    assert reading.near == {"attention", "window"} and reading.multiply
+    assert reading.product_off == pytest.approx(0.0, abs=1e-12)
+    assert reading.below_cap == pytest.approx(4.0)
+    assert reading.values_low == pytest.approx(np.log10(0.5))
+    factors_of(result, sigma_X=1e-1)
+    reading = verdicts.factor_reading(result)
+    assert reading.near == {"attention"} and not reading.multiply
+    assert reading.product_off == pytest.approx(4.0)
+    # near singular means at most NEAR_SINGULAR of the largest, the bound included
+    factors_of(result, sigma_X=verdicts.NEAR_SINGULAR)
+    assert verdicts.factor_reading(result).near == {"attention", "window"}
+    factors_of(result, sigma_X=2 * verdicts.NEAR_SINGULAR)
+    assert verdicts.factor_reading(result).near == {"attention"}
+    f = factors_of(result)
+    f.sigma_W_V[0, :] = 1e-4
+    reading = verdicts.factor_reading(result)
+    assert "values" not in reading.near and reading.values_low == pytest.approx(-4.0)
+    assert reading.relative["values"].shape == (S,)
+    # the reading of the smallest sigma_min(Z_p) per seed is the one read
+    f.sigma_Z[:, 0] = 1e-12
+    f.sigma_P[:, 0] = 0.5
+    assert "attention" not in verdicts.factor_reading(result).near
+
+
+def test_one_seed_under_one_step_rule_moves_the_numbers_the_row_shows(result):
+    """Raising one seed of beta = 0 under the own step by 5 moves that rule's mean at
+    beta = 0 by 1 in the row's text and the own-step part against beta = 1 by 1 in its
+    line of evidence; the common step's numbers stay."""
+    set_gaps(result, STALL)
+    before = row(result, "jena-stall")
+    T = result.settings.steps
+    own0 = results.pick(result.runs, beta=0.0, rule="own")
+    own0.loss[2, T] += 5.0
+    after = row(result, "jena-stall")
+    assert "own step: 0: 9 ± 0.0071" in before.book
+    assert "own step: 0: 10 ± 1" in after.book
+    assert "common step: 0: 9 ± 0.0071" in after.book
+
+    def part(r, label):
+        return next(p for p in r.decision.parts if p.label == label)
+
+    label = "own step, β = 0 − β = 1"
+    assert part(after, label).estimate == pytest.approx(
+        part(before, label).estimate + 1.0
+    )
+    common = "common step, β = 0 − β = 1"
+    assert part(after, common).estimate == part(before, common).estimate
+    assert f"{label}: 8 [" in after.decision.line()

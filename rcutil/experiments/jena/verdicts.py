@@ -7,6 +7,8 @@ the float32 rounding level."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ... import claims as rules
@@ -33,6 +35,11 @@ DRIFT_MARGIN = 5.0
 #: The measures of speed: the loss above the best-found loss (the claims'), the raw
 #: loss, and the mean rate per step toward the best-found loss.
 MEASURES = ("excess", "raw", "rate")
+#: A factor of the attention output is nearly singular when its smallest singular value
+#: is at most this share of its largest (eq. ``jena-factors``).
+NEAR_SINGULAR = 1e-3
+#: The rows of an attention matrix nearly coincide when sigma_2 / sigma_1 is below this.
+NEAR_RANK_ONE = 0.1
 
 
 def betas(result: Result) -> list[float]:
@@ -162,19 +169,44 @@ def under_drift(
     ]
 
 
+def compared(result: Result, key: str) -> list[list[float]]:
+    """The betas each part of claim ``key`` reads, in the order of its parts: the
+    whole sweep per rule (``jena-order``), or beta = 0 and one beta > 0 per rule
+    (``jena-stall``)."""
+    bs = betas(result)
+    if key == "jena-order":
+        return [bs] * len(RULES)
+    return [[0.0, b] for _ in RULES for b in bs if b > 0]
+
+
 def order_decision(result: Result, t=None, kind: str = "excess") -> rules.Decision:
     """ "The larger beta, the faster", under both step rules: one part per rule."""
     parts = [order_part(result, rule, t, kind) for rule in RULES]
-    small = under_drift(result, parts, [betas(result)] * len(parts))
+    small = under_drift(result, parts, compared(result, "jena-order"))
     return _guarded(parts, small if kind != "raw" else [])
 
 
 def stall_decision(result: Result, t=None, kind: str = "excess") -> rules.Decision:
     """ "beta = 0 stalls", under both step rules: one part per beta > 0 and rule."""
     parts = [p for rule in RULES for p in stall_parts(result, rule, t, kind)]
-    pairs = [[0.0, b] for _ in RULES for b in betas(result) if b > 0]
-    small = under_drift(result, parts, pairs)
+    small = under_drift(result, parts, compared(result, "jena-stall"))
     return _guarded(parts, small if kind != "raw" else [])
+
+
+def speed_decision(
+    result: Result, key: str, t=None, kind: str = "excess"
+) -> rules.Decision:
+    """The decision of claim ``key`` (``jena-order`` or ``jena-stall``)."""
+    return {"jena-order": order_decision, "jena-stall": stall_decision}[key](
+        result, t, kind
+    )
+
+
+def within_drift(result: Result, key: str) -> int:
+    """How many parts of claim ``key`` (main measure, at T) have an effect below
+    :data:`DRIFT_MARGIN` times the drift of the best-found losses they read."""
+    parts = speed_decision(result, key).parts
+    return len(under_drift(result, list(parts), compared(result, key)))
 
 
 def _guarded(parts: list[rules.Part], small: list[str]) -> rules.Decision:
@@ -226,6 +258,54 @@ def bracket(result: Result) -> tuple[Reading | None, Reading | None]:
     return (
         max(below, key=lambda r: np.mean(r.ratio), default=None),
         min(above, key=lambda r: np.mean(r.ratio), default=None),
+    )
+
+
+@dataclass(frozen=True)
+class FactorReading:
+    """What the factors of the smallest per-sample attention output at ``beta`` show
+    (eq. ``jena-factors``), read at each seed's reading where it is smallest:
+    ``relative``, per factor (``attention``, ``window``, ``values``) and seed, its
+    smallest singular value over its largest; ``near``, the factors nearly singular
+    (median at most :data:`NEAR_SINGULAR`); ``product_off``, the largest distance in
+    decades, over every reading, of ``sigma_min(P_p X_p)`` from the product
+    ``sigma_k(P_p) sigma_min(X_p)``; ``below_cap``, its median distance below the
+    tighter cap; ``rank_one``, the median ``sigma_2 / sigma_1(P_p)``; ``values_low``,
+    the smallest ``log10 sigma_min(W_V) / ||W_V||`` over the seeds."""
+
+    relative: dict[str, np.ndarray]
+    near: frozenset[str]
+    product_off: float
+    below_cap: float
+    rank_one: float
+    values_low: float
+
+    @property
+    def multiply(self) -> bool:
+        """Both the attention and the window nearly singular, and ``sigma_min(P_p
+        X_p)`` within a decade of the product of their smallest singular values."""
+        return self.near == {"attention", "window"} and self.product_off <= 1.0
+
+
+def factor_reading(result: Result, beta: float = 0.0) -> FactorReading:
+    """The :class:`FactorReading` of the models at ``beta`` (common step)."""
+    f = results.pick(result.points, beta=beta).factors
+    at = (np.arange(f.sigma_Z.shape[0]), f.sigma_Z.argmin(1))
+    relative = {
+        "attention": f.sigma_P[at] / f.norm_P[at],
+        "window": f.sigma_X[at] / f.norm_X[at],
+        "values": f.sigma_W_V[at] / f.norm_W_V[at],
+    }
+    near = frozenset(k for k, v in relative.items() if np.median(v) <= NEAR_SINGULAR)
+    product = np.log10(f.sigma_P * f.sigma_X)
+    cap = np.log10(np.minimum(f.sigma_P * f.norm_X, f.norm_P * f.sigma_X))
+    return FactorReading(
+        relative,
+        near,
+        float(np.abs(np.log10(f.sigma_PX) - product).max()),
+        float(np.median(cap - np.log10(f.sigma_PX))),
+        float(np.median(f.rank_one[at])),
+        float(np.log10(relative["values"].min())),
     )
 
 
