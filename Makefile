@@ -125,9 +125,11 @@ timings:
 
 ## make chapter NAME=sst2: execute one chapter and build only its page, with the bibliography, in
 ## _build/<profile>/chapter/<name>; links to other chapters stay plain text there
+## (built afresh, as make build: an unchanged page would keep an older run's outputs)
 CHAPTER_OUT = _build/$(PROFILE)/chapter/$(NAME)
 chapter: install
-	rm -rf '$(CHAPTER_OUT)/_build/.jupyter_cache' '$(CHAPTER_OUT)/_build/html'
+	rm -rf '$(CHAPTER_OUT)/_build/.jupyter_cache' '$(CHAPTER_OUT)/_build/html' \
+	  '$(CHAPTER_OUT)/_build/.doctrees'
 	mkdir -p '$(CHAPTER_OUT)'
 	printf 'format: jb-book\nroot: book/%s\nchapters:\n  - file: book/bibliography\n' \
 	  '$(NAME)' > '$(CHAPTER_OUT)/_toc.yml'

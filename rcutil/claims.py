@@ -93,19 +93,22 @@ DEFINITIONS = {
     INCONCLUSIVE: "neither: no part is decided against the claim, and not every part "
     "for it (a claim that holds in some parts while the rest are unresolved is "
     "inconclusive), or the measure sits at a floor or ceiling where the compared runs "
-    "cannot differ. The row says how many seeds per arm would resolve the observed "
-    "effect.",
+    "cannot differ. The row says what would resolve it: for a claim decided by tests, "
+    "the seeds per arm that would resolve the observed effect; for a claim checked "
+    "exactly, what the check lacks (longer runs, another profile, a proof).",
     AS_STATED: "the book tests the claim in the words of the paper's statement.",
     RECONSTRUCTION: "the book tests the claim in a setting it had to choose, because "
     "the paper's is not public or not stated; the row lists the differences (constants "
     "derived here, a temperature, a scale, an optimizer, ...). A verdict holds for "
     "that setting.",
     "part": "one comparison a claim makes: two arms (with and without the residual, "
-    "β = 1 against β = 0, ...) or one ordered trend. A claim of several parts "
-    "(“at every depth”, “every β > 0 above β = 0”) is decided by the rule "
-    "above over all of them; a trend is one part.",
+    "β = 1 against β = 0, ...) or one ordered trend; or, for a claim checked "
+    "exactly, one check (an inequality on every step, a bound on every draw). A claim "
+    "of several parts (“at every depth”, “every β > 0 above β = 0”) is decided by "
+    "the rule above over all of them; a trend is one part. A check the run cannot "
+    "make at its scale (the measure cannot show the effect) is a part not resolved.",
     "test": "an exact permutation test of exchangeability (scipy's "
-    "permutation_test; every split of the seeds when there are at most "
+    "permutation_test; every rearrangement of the seeds when there are at most "
     f"{EXACT_LIMIT:,}, else {RESAMPLES:,} random ones with p = (b + 1)/(R + 1)). "
     "No effect means that the compared seed values come from one distribution or, "
     "paired by seed (arms that share a seed's initial weights), that within each seed "
@@ -123,18 +126,21 @@ DEFINITIONS = {
     f"(its two one-sided tests at {LEVEL:g}) under a shift model, in which the effect "
     "adds a constant to one arm (for a trend, a constant per level); it excludes the "
     "claimed boundary exactly when the test decides. Its attained coverage, shown "
-    "with it, follows from the number of splits: 90.48 % for 5 against 5 seeds, "
-    "93.75 % for 5 paired seeds.",
-    "seeds it would take": f"for an inconclusive row, the seeds per arm (per level, "
-    f"for a trend) at which the rule would reach the verdict the observed effects "
-    f"point to with power {POWER:g}, if the effects and spreads were as observed: "
-    "a noncentral t power calculation for each part (the one-sided test at the "
-    "level, or at level/k against the claim), the parts taken as independent, and at "
-    "least the seeds with which the permutation test can reach the level at all.",
+    "with it, follows from the number of rearrangements: 90.48 % for 5 against 5 "
+    "seeds, 93.75 % for 5 paired seeds.",
+    "seeds it would take": f"for an inconclusive row decided by tests, the seeds per "
+    f"arm (per level, for a trend) at which the rule would reach the verdict the "
+    f"observed effects point to with power {POWER:g}, if the effects and spreads were "
+    "as observed: a noncentral t power calculation for each part (the one-sided test "
+    "at the level, or at level/k against the claim), the parts taken as independent, "
+    "and at least the seeds with which the permutation test can reach the level at "
+    "all.",
     "family": "the report decides several claims by tests, each at the level; with "
-    "m such claims and no effect anywhere, about level × m rows would still read "
-    "“reproduced” by chance, and as many “not reproduced”, and at least one would "
-    "with probability up to 1 − (1 − level)^m. A single surprising row is weak "
+    "m such claims and no effect anywhere, the expected number of rows that read "
+    "“reproduced” by chance is at most level × m, and so is that of rows that read "
+    "“not reproduced” (a claim of several parts stays further below: “reproduced” "
+    "needs every part, “not reproduced” a part at level/k); at least one such row "
+    "appears with probability up to 1 − (1 − level)^m. A single surprising row is weak "
     "evidence on its own.",
 }
 
@@ -706,6 +712,12 @@ class Decision:
     def k(self) -> int:
         return len(self.parts)
 
+    @property
+    def structure(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """The design and the seeds per arm (level) of each part: what the null
+        simulations of the rule must cover (``tests/test_claims.py``)."""
+        return tuple((p.design, p.n) for p in self.parts)
+
     @cached_property
     def code(self) -> int:
         """1 reproduced, -1 not reproduced, 0 inconclusive (:func:`verdicts`)."""
@@ -748,26 +760,63 @@ class Decision:
         )
 
     def rule(self) -> str:
-        """The rule in words, for the folded part of the row."""
+        """The rule in words, for the folded part of the row, with what its seeds
+        leave it unable to decide (:meth:`limits`)."""
         designs = sorted({p.design for p in self.parts})
         tests = ", ".join(designs)
-        sizes = sorted({p.size for p in self.parts})
-        how = (
-            f"exact over {', '.join(f'{s:,}' for s in sizes)} rearrangements"
-            if all(p.exact for p in self.parts)
-            else f"{RESAMPLES:,} random rearrangements"
+        exact = sorted({p.size for p in self.parts if p.exact})
+        drawn = sorted({p.size - 1 for p in self.parts if not p.exact})
+        how = "; ".join(
+            [f"exact over {', '.join(f'{s:,}' for s in exact)} rearrangements"]
+            * bool(exact)
+            + [f"{', '.join(f'{s:,}' for s in drawn)} random rearrangements"]
+            * bool(drawn)
         )
         if self.k == 1:
-            return (
+            text = (
                 f"permutation test ({tests}; {how}), one-sided each way at "
                 f"{self.level:g}: for the claim when p ≤ {self.level:g}, against it "
                 f"when the other way's p ≤ {self.level:g}, else inconclusive"
             )
-        return (
-            f"{self.k} parts, each a permutation test ({tests}; {how}): reproduced "
-            f"when every part holds at {self.level:g}; not reproduced when one goes "
-            f"the other way at {self.level:g}/{self.k} (Holm); else inconclusive"
-        )
+        else:
+            text = (
+                f"{self.k} parts, each a permutation test ({tests}; {how}): "
+                f"reproduced when every part holds at {self.level:g}; not reproduced "
+                f"when one goes the other way at {self.level:g}/{self.k} (Holm); else "
+                "inconclusive"
+            )
+        limits = self.limits()
+        return f"{text}; {limits}" if limits else text
+
+    def limits(self) -> str:
+        """What the rule cannot decide with these seeds, in words ("" when it can
+        reach both verdicts): a part whose smallest p-value (one over its
+        rearrangements) is above the level can never hold, and when every part's is
+        above level/k none can be decided against the claim."""
+        level, k = self.level, self.k
+        sized = [p for p in self.parts if p.size]
+        for_ = [p for p in sized if 1 / p.size > level]
+        against = len(sized) == k and all(1 / p.size > level / k for p in sized)
+        at = f"{level:g}/{k}" if k > 1 else f"{level:g}"
+        if for_ and against:
+            fewest = min(sized, key=lambda p: p.size)
+            above = f"{level:g} and {at}" if k > 1 else at
+            return (
+                f"with these seeds it can reach neither verdict (the smallest "
+                f"p-value, 1/{fewest.size:,}, is above {above})"
+            )
+        if for_:
+            return (
+                f"with these seeds it cannot decide for the claim (the smallest "
+                f"p-value, 1/{for_[0].size:,}, is above {level:g})"
+            )
+        if against:
+            most = max(sized, key=lambda p: p.size)
+            return (
+                f"with these seeds it cannot decide against the claim (the smallest "
+                f"p-value, 1/{most.size:,}, is above {at})"
+            )
+        return ""
 
     def reason(self) -> str:
         """Why the verdict, in words that follow :data:`DEFINITIONS`."""
@@ -917,9 +966,15 @@ class Claim:
     #: gets :data:`STATED` if reproduced, else :data:`STATED_IN_REASON`)
     setting: Setting | None = None
     decision: Decision | None = None  #: the test, when one decided the verdict
+    #: what would resolve an inconclusive row checked exactly (a row decided by a test
+    #: says it through its decision): "runs of about 4e5 steps", ...
+    would_take: str = ""
 
     def __post_init__(self):
-        if self.setting is None:  # a row of the first rules: its reason says how
+        # a row of the first rules (its reason says how the setting differs), also
+        # when copied with dataclasses.replace
+        first_rules = self.setting is None or self.setting == STATED_IN_REASON
+        if self.setting is None:
             legacy = STATED if self.verdict == REPRODUCED else STATED_IN_REASON
             object.__setattr__(self, "setting", legacy)
         if self.verdict == DEVIATION:
@@ -936,6 +991,22 @@ class Claim:
                 f"{self.key}: setting is a Setting (STATED or reconstruction(...)), "
                 f"got {self.setting!r}"
             )
+        if self.would_take and (self.verdict != INCONCLUSIVE or self.decision):
+            raise ValueError(
+                f"{self.key}: would_take says what would resolve an inconclusive row "
+                "checked exactly; a decided row, or one decided by a test (its "
+                "decision says it), passes none"
+            )
+        if (
+            not first_rules
+            and self.verdict == INCONCLUSIVE
+            and self.decision is None
+            and not self.would_take.strip()
+        ):
+            raise ValueError(
+                f"{self.key}: an inconclusive row checked exactly says what would "
+                "resolve it: pass would_take (longer runs, another profile, ...)"
+            )
 
     @property
     def mark(self) -> str:
@@ -945,6 +1016,16 @@ class Claim:
     def evidence(self) -> str:
         """The one line of evidence: the test's, or the book's number."""
         return self.decision.line() if self.decision is not None else self.book
+
+    @property
+    def takes(self) -> str:
+        """For an inconclusive row, what would resolve it (the seeds of its test, or
+        :attr:`would_take`); empty for a decided row."""
+        if self.verdict != INCONCLUSIVE:
+            return ""
+        if self.decision is not None:
+            return self.decision.it_would_take()
+        return self.would_take
 
     @property
     def setting_text(self) -> str:

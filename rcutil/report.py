@@ -61,6 +61,8 @@ CLASS = {
 }
 #: The heading of a card's folded part.
 FOLDED = "The paper, the rule and the reason"
+#: A space at which a line never breaks.
+NBSP = "\u00a0"
 
 
 def gather(profile: str | None = None, *, progress: bool = False) -> dict[str, object]:
@@ -116,8 +118,9 @@ def counts_table(rows: list[Claim]) -> str:
     ]
     for v in VERDICTS:
         cells = [table[v, k] for k in kinds]
+        # the mark stays with its word on a narrow screen
         lines.append(
-            f"| **{verdict_text(v)}** | "
+            f"| **{verdict_text(v).replace(' ', NBSP, 1)}** | "
             + " | ".join(str(c) for c in cells)
             + f" | {sum(cells)} |"
         )
@@ -152,11 +155,12 @@ def family(rows: list[Claim], level: float = LEVEL) -> str:
     return (
         f"Of the {len(rows)} claims, {m} {are} decided by tests over seeds, each at "
         f"level {level:g} each way, and {exact} by exact checks. If none of the {m} "
-        f"tested effects existed, about {level * m:.2g} of those rows would still read "
-        f"“reproduced” by chance and as many “not reproduced”; at least one "
-        f"would with probability up to {at_least:.2f}. A single surprising row among "
-        "them is weak evidence on its own; its interval and its p-value say how "
-        "surprising it is."
+        f"tested effects existed, the expected number of those rows that would still "
+        f"read “reproduced” by chance is at most {level * m:.2g}, and so is that of "
+        f"rows that would read “not reproduced”; at least one such row would appear "
+        f"with probability up to {at_least:.2f}. A single surprising row among them is "
+        "weak evidence on its own; its interval and its p-value say how surprising it "
+        "is."
     )
 
 
@@ -173,8 +177,8 @@ def _flat(text: str) -> str:
 def _card(r: Claim, links: bool) -> str:
     where = f" · {chapter_link(r.chapter)}" if links and r.chapter else ""
     evidence = _flat(r.evidence)
-    if r.decision is not None and r.verdict == INCONCLUSIVE:
-        evidence += f". *It would take* {r.decision.it_would_take()}."
+    if r.takes:
+        evidence += f". *It would take* {_flat(r.takes)}."
     folded = [f"**The paper.** {_flat(r.paper)}", f"**The book.** {_flat(r.book)}"]
     if r.rule:
         folded.append(f"**The rule.** {_flat(r.rule)}")

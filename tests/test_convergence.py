@@ -234,6 +234,9 @@ def test_every_claim_follows_from_the_stored_numbers(ci_result):
     for r in rows:
         assert r.setting.kind == claims.RECONSTRUCTION
         assert "constants derived here" in r.setting.differences
+        # alpha is measured on the instance: no row rests on the full-rank lemma,
+        # which the singular-values chapter refutes
+        assert any("not from the full-rank lemma" in d for d in r.setting.differences)
 
 
 def edited(result, layers=None, **fields):
@@ -417,6 +420,9 @@ def test_a_profile_without_deeper_models_leaves_the_multilayer_claim_open(ci_res
     assert row.verdict == INCONCLUSIVE
     assert row.book == "no depth above 1 in this profile"
     assert row.reason == "not checked: the profile has one layer only"
+    assert "more than one layer" in row.takes
+    deep = next(c for c in verdicts.claims(ci_result) if c.key == "multilayer")
+    assert deep.verdict == REPRODUCED and deep.takes == deep.would_take == ""
 
 
 def acceptance_values(result):

@@ -130,6 +130,10 @@ def test_the_claim_follows_from_every_ratio(result):
     assert claim.key == "lemma-lipschitz" and claim.rule
     assert claim.verdict == _status(result) == claims.REPRODUCED
     assert claim.setting.differences[0] == "constants derived here"
+    # the activation and the ball are the book's choices too
+    assert len(claim.setting.differences) == 3
+    assert "tanh" in claim.setting.differences[1]
+    assert "ball" in claim.setting.differences[2]
     assert claim.reason == f"every one of the {len(lipschitz.CONSTANTS)} constants " + (
         "bounds its differences"
     )
@@ -154,6 +158,19 @@ def test_one_ratio_above_its_constant_flips_the_claim(result, name, field):
     assert row.reason.endswith(f": {verdicts.LABEL[name]}")
     assert row.book.endswith("is 1.0100")
     assert not all(row.ok for row in verdicts.checks(edited))
+
+
+@pytest.mark.parametrize("above", [0, 1])
+def test_a_ratio_at_the_round_off_allowance_still_holds(result, above):
+    """1 plus the allowance holds; the next float above it breaks the constant."""
+    edited = copy.deepcopy(result)
+    c = pick(edited.constants, name="W_V")
+    c.ratios[0] = (
+        np.nextafter(1 + verdicts.ROUND_OFF, 2.0) if above else (1 + verdicts.ROUND_OFF)
+    )
+    row = verdicts.claims(edited)[0]
+    assert row.verdict == (claims.NOT_REPRODUCED if above else claims.REPRODUCED)
+    assert row.reason.endswith(verdicts.LABEL["W_V"]) == bool(above)
 
 
 def test_a_constant_no_longer_attained_fails_its_check_not_the_claim(result):

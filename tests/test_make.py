@@ -103,9 +103,14 @@ def nothing_happened(root: Path) -> None:
 
 # ----------------------------------------------------------------------- NAME
 def test_a_chapter_name_runs_that_chapter_with_its_quoted_paths(project):
-    """The stand-ins do run: the checks below can see a command that runs."""
+    """The stand-ins do run: the checks below can see a command that runs. The page is
+    built afresh: Sphinx's doctree of an earlier build would keep its outputs."""
+    stale = project / "_build/ci/chapter/model/_build/.doctrees/book/model.doctree"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("an older run's outputs")
     proc = make(project, "chapter", "NAME=model")
     assert proc.returncode == 0, proc.stderr
+    assert not stale.exists()
     assert (
         "python scripts/execute_chapters.py --cache _build/ci/chapter/model/"
         "_build/.jupyter_cache book/model.md"

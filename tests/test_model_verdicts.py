@@ -32,6 +32,11 @@ def test_the_claim_holds_with_every_check_in_the_books_setting(result):
         r"activation $\tanh$",
         r"temperature $\tau = \sqrt{d_{QK}}$",
     )
+    # every choice the paper leaves open is listed: the initialisation, and where beta
+    # enters a deep model
+    assert len(row.setting.differences) == 4
+    assert "initialisation" in row.setting.differences[2]
+    assert "beta" in row.setting.differences[3].replace("\\", "")
     n = len(verdicts.checks(result))
     assert row.reason.startswith(f"all {n} checks hold") and f"({n} checks)" in row.rule
     fd = max(result.finite_difference_rel_error.values())
@@ -94,3 +99,15 @@ def test_the_row_shows_the_worst_block_and_the_worst_formula(result):
     assert _claim(worst).book.endswith("7.0e-13") and _claim(worst).verdict == (
         C.REPRODUCED
     )
+
+
+@pytest.mark.parametrize("gain, ok", [(10.5, True), (9.5, False)])
+def test_the_residual_must_multiply_sigma_min_of_z0_by_more_than_ten(result, gain, ok):
+    def scaled(r):
+        run0, run1 = (next(g for g in r.gd if g.beta == b) for b in (0.0, 1.0))
+        run1.sigma_min[0] = gain * run0.sigma_min[0]
+
+    edited = _edit(result, scaled)
+    check = verdicts.checks(edited)[-1]
+    assert check.value == pytest.approx(gain) and check.ok is ok
+    assert _claim(edited).verdict == (C.REPRODUCED if ok else C.NOT_REPRODUCED)

@@ -11,7 +11,7 @@ from rcutil.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "notation.md"
-COLUMNS = ("chapter", "part", "profile", "N", "n", "d", "d_QK", "tau", "init", "act")
+COLUMNS = ("chapter", "part", "profile", "N", "n", "d", "d_QK")
 
 
 def sizes_table(text: str) -> list[dict[str, str]]:
@@ -87,11 +87,11 @@ def test_the_largest_d_qk_of_the_rank_collapse_sweep():
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['chapter']}-{r['profile']}")
 def test_the_regime_follows_from_the_sizes(row):
     numbers = [re.fullmatch(r"[\d,]+", row[k]) for k in ("N", "n", "d")]
-    if not all(numbers):  # sizes that vary: a range or "up to"
+    if not all(numbers):  # sizes that vary: a range or "≤"
         assert row["regime"] in ("both", "tall"), row
         if row["regime"] == "tall":  # even at its smallest n the row is tall
             low = int(re.findall(r"\d+", row["n"])[-1])
-            assert int(row["N"]) * low > int(row["d"]) or "up to" in row["n"], row
+            assert int(row["N"]) * low > int(row["d"]) or "≤" in row["n"], row
         return
     N, n, d = (int(m.group().replace(",", "")) for m in numbers)
     assert row["regime"] == ("wide" if d >= N * n else "tall"), row

@@ -191,9 +191,10 @@ def test_counts_cross_verdict_with_setting():
         lines[0]
         == "| verdict | as the paper states it | the book's reconstruction | all |"
     )
-    assert lines[2] == "| **✓ reproduced** | 0 | 1 | 1 |"
-    assert lines[3] == "| **? inconclusive at this scale** | 1 | 0 | 1 |"
-    assert lines[4] == "| **✗ not reproduced** | 1 | 0 | 1 |"
+    # the mark and its word never part on a narrow screen
+    assert lines[2] == "| **✓\u00a0reproduced** | 0 | 1 | 1 |"
+    assert lines[3] == "| **?\u00a0inconclusive at this scale** | 1 | 0 | 1 |"
+    assert lines[4] == "| **✗\u00a0not reproduced** | 1 | 0 | 1 |"
     assert lines[5] == "| all | 2 | 1 | 3 |"
 
 
@@ -260,6 +261,7 @@ def test_the_family_of_tests_is_stated():
     text = report.family(_rows())
     assert text.startswith("Of the 3 claims, 1 is decided by tests over seeds")
     assert "and 2 by exact checks" in text and "probability up to 0.05" in text
+    assert "is at most 0.05" in text
     many = _rows() + [_rows()[1]] * 6
     assert "7 are decided" in report.family(many)
     assert f"up to {1 - 0.95**7:.2f}" in report.family(many)
@@ -349,6 +351,23 @@ def test_a_tested_card_folds_the_test_and_shows_what_it_would_take_only_if_neede
     assert "It would take" not in report.render([failed])
 
 
+def test_an_open_row_checked_exactly_says_what_would_resolve_it():
+    row = C.Claim(
+        "k",
+        "The rate",
+        "p",
+        "0.9 of its prediction",
+        C.INCONCLUSIVE,
+        "two betas are not resolved",
+        setting=C.STATED,
+        would_take="runs of about\n1e5 steps",
+    )
+    card = report.render([row], links=False).splitlines()
+    assert "0.9 of its prediction. *It would take* runs of about 1e5 steps." in card
+    closed = replace(row, verdict=C.REPRODUCED, would_take="")
+    assert "It would take" not in report.render([closed])
+
+
 def test_the_counts_table_has_one_right_aligned_column_per_kind_and_all():
     lines = report.counts_table(_rows()).splitlines()
     assert lines[1] == "|---|---:|---:|---:|"
@@ -364,7 +383,7 @@ def test_the_definitions_end_in_one_newline():
 def test_the_family_says_how_many_wrong_rows_to_expect():
     rows = [_rows()[1]] * 4
     text = report.family(rows)
-    assert "about 0.2 of those rows" in text
+    assert "by chance is at most 0.2," in text
     assert text.endswith(
         "A single surprising row among them is weak evidence on its own; its interval "
         "and its p-value say how surprising it is."

@@ -96,11 +96,13 @@ def test_without_a_counterexample_the_statement_is_not_resolved(result, monkeypa
     stated = verdicts.claims(result)[0]
     assert stated.verdict == claims.INCONCLUSIVE
     assert stated.reason.startswith("no instance of the book refutes it")
+    assert "a proof" in stated.takes
     one = verdicts.Counterexample("y", (1.0, 1.0), (1.5, 0.0))
     monkeypatch.setattr(verdicts, "rank_counterexamples", lambda: [full, one])
     stated = verdicts.claims(result)[0]
     assert stated.verdict == claims.NOT_REPRODUCED
     assert stated.reason.startswith("1 counterexample: ")
+    assert stated.takes == ""
 
 
 def _edited(result, scaling, field, beta, change):

@@ -49,3 +49,18 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();
+
+/* A printed claim shows its folded paper, rule and reason: the cards' dropdowns open
+   before printing and fold again after (rcutil.css does it where the browser styles
+   ::details-content). */
+(() => {
+  let opened = [];
+  window.addEventListener("beforeprint", () => {
+    opened = Array.from(document.querySelectorAll(".rc-claim details:not([open])"));
+    for (const d of opened) d.open = true;
+  });
+  window.addEventListener("afterprint", () => {
+    for (const d of opened) d.open = false;
+    opened = [];
+  });
+})();

@@ -19,7 +19,8 @@ measures it, is at most :data:`MAX_CLS` at each width. At both widths and in pri
 nothing wider than the page, and every equation or table wider than its column scrolls
 in a box that shows it does (a shadow at the edge beyond which there is more; in print
 nothing may be wider than the column); at every width, no table cell squeezed to a
-character or two per line, and every claim's verdict on screen. On the phone, every figure's tick labels are at
+character or two per line, and every claim's verdict on screen; in print, every claim's
+folded paper, rule and reason shown. On the phone, every figure's tick labels are at
 least :data:`MIN_TICK_PX` CSS px. A screenshot of every page at 1366 and at 390 px goes
 to ``_build/screenshots``. The browser and its driver are the ones :mod:`chrome` finds
 (``tests/site/chrome.py``).
@@ -541,6 +542,63 @@ def test_the_reading_check_finds_a_squeezed_cell_and_a_hidden_verdict(
     browser.set_window_size(1280, 1600)
 
 
+#: Claims (rcutil/report.py: render) whose folded paper, rule and reason a reader does
+#: not see: on paper, where nothing can be unfolded, every card shows them.
+FOLDED_FACTS = """
+const out = [];
+for (const d of document.querySelectorAll('.rc-claim details')) {
+  const body = d.querySelector(':scope > :not(summary)');
+  const shown = body && body.checkVisibility() && body.getBoundingClientRect().height > 0;
+  if (!shown) {
+    const what = d.closest('.rc-claim').querySelector('.rc-what strong');
+    out.push(what ? what.textContent.trim() : '?');
+  }
+}
+return out;
+"""
+
+
+def unfolded_in_print(browser, where: str) -> None:
+    """In print, every claim's card shows its folded paper, rule and reason."""
+    folded = browser.execute_script(FOLDED_FACTS)
+    assert not folded, (
+        f"{where}: claims printed without their paper, rule and reason: {folded}"
+    )
+
+
+#: A claim's card as the report renders it, with the site's stylesheet or without it.
+CARD_PAGE = """<!doctype html><html><head><meta charset="utf-8">{style}</head><body>
+<div class="bd-article"><div class="rc-claim rc-reproduced">
+<div class="rc-verdict"><p><strong>✓ reproduced</strong></p></div>
+<div class="rc-what"><p><strong>The claim</strong></p></div>
+<details class="sd-dropdown"><summary>The paper, the rule and the reason</summary>
+<div class="sd-summary-content"><p>The rule. every step contracts</p></div></details>
+</div></div></body></html>"""
+
+
+def test_the_print_check_finds_a_claim_printed_folded(browser, tmp_path):
+    css = ROOT / "book" / "_static" / "rcutil.css"
+    bare = tmp_path / "bare.html"
+    bare.write_text(CARD_PAGE.format(style=""))
+    styled = tmp_path / "styled.html"
+    styled.write_text(
+        CARD_PAGE.format(style=f'<link rel="stylesheet" href="{css.as_uri()}">')
+    )
+    try:
+        for page, folded in ((bare, ["The claim"]), (styled, [])):
+            browser.get(page.as_uri())
+            browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+            assert browser.execute_script(FOLDED_FACTS) == folded, page.name
+        with pytest.raises(AssertionError, match="without their paper"):
+            browser.get(bare.as_uri())
+            unfolded_in_print(browser, "bare.html")
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "screen"})
+        browser.get(styled.as_uri())  # on a screen the card stays folded
+        assert browser.execute_script(FOLDED_FACTS) == ["The claim"]
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "screen"})
+
+
 #: Font Awesome's complete fonts (the theme's), which no page may load.
 FULL_ICON_FONT = re.compile(r"fa-(solid-900|regular-400|brands-400)|/webfonts/")
 #: The cut fonts of the site (rcutil.css) by the family that draws from them.
@@ -795,6 +853,7 @@ def test_page(page, server, browser):
     browser.save_screenshot(str(SHOTS / f"{shot}-390.png"))
     layout(browser, 700, page, media="print")
     reading(browser, f"{page} in print", verdicts=False)
+    unfolded_in_print(browser, page)
     resize(browser, 1366)
 
     # the download button gives the chapter as a notebook that runs as it is; the

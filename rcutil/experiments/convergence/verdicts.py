@@ -199,6 +199,8 @@ def claims(result: Result) -> list[Claim]:
     tol, c1 = s.tol, one.certificate
     setting = reconstruction(
         "constants derived here",
+        r"$\alpha$ from singular values measured on the instance, not from the "
+        "full-rank lemma (false as stated)",
         rf"the book's certified instance ($N = {s.N}$, $n = {s.n}$, $d = {s.d}$, "
         rf"$\tau = {s.tau:g}$, small targets)",
         r"activation $\tanh$",
@@ -344,6 +346,7 @@ def claims(result: Result) -> list[Claim]:
                 if deep
                 else "not checked: the profile has one layer only"
             ),
+            would_take="" if deep else "a profile with more than one layer",
             rule=r"every $L > 1$: every step has $\Phi_{t+1}/\Phi_t\le1-\mu\alpha$, "
             f"and $\\Phi_T/\\Phi_0\\le$ {tol:g}",
             setting=reconstruction(

@@ -176,6 +176,10 @@ def claims(result: Result) -> list[Claim]:
             else "no instance of the book refutes it, and no finite search proves a "
             "statement about every X"
         ),
+        would_take=""
+        if refuting
+        else "a proof, or an instance that refutes it: no finite search settles a "
+        "statement about every X",
         rule=f"one X of full rank whose Z is singular (smallest singular value below "
         f"{RANK_TOL:g} of the largest) refutes it; without one the claim is not "
         "resolved by instances",
