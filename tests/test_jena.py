@@ -649,6 +649,10 @@ def test_the_factor_reading_names_the_factors_near_singular(result):
     assert reading.product_off == pytest.approx(0.0, abs=1e-12)
     assert reading.below_cap == pytest.approx(4.0)
     assert reading.values_low == pytest.approx(np.log10(0.5))
+    factors_of(result, rank_one=0.09)
+    assert verdicts.factor_reading(result).collapsed
+    factors_of(result, rank_one=0.1)
+    assert not verdicts.factor_reading(result).collapsed
     factors_of(result, sigma_X=1e-1)
     reading = verdicts.factor_reading(result)
     assert reading.near == {"attention"} and not reading.multiply

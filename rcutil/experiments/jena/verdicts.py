@@ -38,8 +38,6 @@ MEASURES = ("excess", "raw", "rate")
 #: A factor of the attention output is nearly singular when its smallest singular value
 #: is at most this share of its largest (eq. ``jena-factors``).
 NEAR_SINGULAR = 1e-3
-#: The rows of an attention matrix nearly coincide when sigma_2 / sigma_1 is below this.
-NEAR_RANK_ONE = 0.1
 
 
 def betas(result: Result) -> list[float]:
@@ -285,6 +283,12 @@ class FactorReading:
         """Both the attention and the window nearly singular, and ``sigma_min(P_p
         X_p)`` within a decade of the product of their smallest singular values."""
         return self.near == {"attention", "window"} and self.product_off <= 1.0
+
+    @property
+    def collapsed(self) -> bool:
+        """The rows of the attention matrix nearly coincide (a rank-one collapse):
+        the median ``sigma_2 / sigma_1(P_p)`` is below 0.1."""
+        return self.rank_one < 0.1
 
 
 def factor_reading(result: Result, beta: float = 0.0) -> FactorReading:
