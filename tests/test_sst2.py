@@ -94,6 +94,43 @@ def test_every_grid_runs_at_full_length_from_the_selection_seed(monkeypatch):
     assert picked[0].train_error == [x / 2 for x in picked[0].train_loss]
 
 
+def test_without_a_long_grid_the_longer_budget_keeps_each_arms_first_rate(monkeypatch):
+    """``long_lr_grid=None``: only the arms at the first budget choose a rate, and each
+    arm with residuals trains at the longer budget at the rate chosen for it there (a
+    different rate per depth, so that a mix-up of depths shows)."""
+    settings = replace(sst2.CI, long_lr_grid=None)
+    asked, jobs = [], []
+    rate = {2: 1e-3, 6: 3e-4, 10: 1e-4}
+
+    def select_rates(s, arms, **kwargs):
+        asked.extend(arms)
+        out = []
+        for a in arms:  # without residuals ten times the rate: arms kept apart
+            lr = rate[a[1]] * (1 + 9 * (not a[2]))
+            out.append(sst2.Selection(*a, [lr], [lr], [0.5], [0.2], lr))
+        return out
+
+    class Stop(Exception):
+        pass
+
+    def parallel_map(func, pieces, **kwargs):
+        jobs.extend(pieces)
+        raise Stop
+
+    monkeypatch.setattr(sst2, "select_rates", select_rates)
+    monkeypatch.setattr(sst2, "parallel_map", parallel_map)
+    with pytest.raises(Stop):
+        sst2.run(settings, progress=False)
+    assert {a[3] for a in asked} == {settings.steps}
+    assert len(asked) == 2 * len(settings.layers)
+    long = [j for j in jobs if j.steps == settings.long_steps]
+    assert [j.layers for j in long] == list(settings.layers)
+    assert all(j.residual for j in long)
+    for j in long:
+        assert {m.lr for m in j.members} == {rate[j.layers]}
+        assert len(j.members) == settings.long_seeds
+
+
 def test_a_grid_grows_past_the_edge_where_its_best_rate_lies(monkeypatch):
     """The best rate at the top of the grid: the next rate of the ladder above is tried,
     then the next, until a worse one closes the grid; at the bottom, the same downward.
@@ -509,7 +546,8 @@ def test_a_part_reads_its_own_budget_and_measure():
     """Each reading reads the runs of its budget and the field of its measure."""
     result = stored()
     part = verdicts.depth_part(result, "scratch", 900, "error")
-    assert part.values == tuple(tuple(LONG[L]) for L in LAYERS)
+    n = result.settings.long_seeds
+    assert part.values == tuple(tuple(LONG[L][:n]) for L in LAYERS)
     loss = verdicts.depth_part(result, "scratch", 300, "loss")
     assert loss.values == tuple(tuple(0.5 - np.array(W[L]) / 2) for L in LAYERS)
     assert verdicts.depth_at_floor(result, "scratch", 900) == [2, 6]
@@ -551,6 +589,29 @@ def test_the_rows_show_each_arm_and_the_majority_error():
     assert [p.p for p in lower.decision.parts] == [1 / 32] * 3
     one = stored(with_errors(W, 6, [0.15, 0.16, 0.17, 0.18, 0.20]))
     assert "L = 6: 0.172 ± 0.0086" in verdicts.claims(one)[0].book
+
+
+# ----------------------------------------------------------------- readings
+def test_the_rank_separation_reads_the_end_of_the_deeper_arms():
+    """Effective ranks 11 with residuals, 2 without: 5.5. Raising one seed's last
+    reading without residuals at L = 6 lowers it (that seed's 11 enters the seed
+    mean); the same edit at L = 2, or at an earlier reading, leaves it alone."""
+    assert verdicts.rank_separation(stored()) == pytest.approx(5.5)
+
+    def edited(L, column):
+        result = stored()
+        run = next(
+            r
+            for r in result.runs
+            if r.init == "scratch" and r.layers == L and not r.residual
+        )
+        run.effective_rank[0, column] = 11.0
+        return verdicts.rank_separation(result)
+
+    assert edited(6, -1) == pytest.approx(11 / (2 + 9 / 5))
+    assert edited(2, -1) == pytest.approx(5.5)
+    assert edited(6, 0) == pytest.approx(5.5)
+    assert verdicts.rank_separation(stored()) >= verdicts.RANK_SEPARATES > 1
 
 
 # ----------------------------------------------------------------- acceptance

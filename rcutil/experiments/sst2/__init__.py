@@ -7,7 +7,8 @@ switch and the peak rate differ. An arm's rate is chosen by full-length runs of 
 that is never reported, on a grid that grows until the chosen rate has a worse
 neighbour on each side (:func:`select_rates`); then the arm trains from every seed. The
 arms with residuals train again at a second, longer budget (``long_steps``), each at a
-rate chosen the same way at that length. On a fixed subset of the training sentences the
+rate chosen the same way at that length, or (``long_lr_grid=None``) at the rate chosen
+for it at the first budget. On a fixed subset of the training sentences the
 run records the cross-entropy, the error and the ranks of the last block's
 attention-layer output ``z``; at the end, the dev accuracy. A control trains the
 deepest model without residuals with unscaled output projections.
@@ -93,7 +94,9 @@ class Settings(profiles.Settings):
     long_steps: int | None
     long_seeds: int  #: how many of the reported seeds train at ``long_steps``
     long_eval_every: int  #: steps between two measurements at ``long_steps``
-    long_lr_grid: Rates  #: the grids with residuals start from at ``long_steps``
+    #: the grids with residuals start from at ``long_steps`` (``None``: each arm keeps
+    #: the rate chosen for it at ``steps``)
+    long_lr_grid: Rates | None
     precision: str  #: ``float32`` or ``bf16`` (:data:`rcutil.sst2_train.PRECISIONS`)
     threads: int | None  #: torch CPU threads (``None``: as is)
     workers: int  #: processes that train side by side
@@ -115,17 +118,14 @@ CI = Settings(
 # trains best falls with depth
 BOOK = replace(
     CI, d_model=64, d_ff=256, n_train=4096, n_train_eval=512, n_dev=None,
-    steps=300, batch_size=32, eval_every=50, seeds=(0, 1, 2, 3, 4), control_seeds=3,
+    steps=300, batch_size=32, eval_every=100, seeds=(0, 1, 2, 3, 4), control_seeds=2,
     lr_grid={
         "scratch": Rates(
             w=((1e-3, 3e-3, 1e-2),) * 3,
             wo=((1e-4, 3e-4, 1e-3), (3e-6, 1e-5, 3e-5), (3e-6, 1e-5, 3e-5)),
         )
     },
-    long_steps=900, long_seeds=5, long_eval_every=150,
-    long_lr_grid=Rates(
-        w=((1e-3, 3e-3, 1e-2), (3e-4, 1e-3, 3e-3), (3e-4, 1e-3, 3e-3))
-    ),
+    long_steps=900, long_seeds=3, long_eval_every=300, long_lr_grid=None,
     workers=2,
 )  # fmt: skip
 # GPT-2 small on every sentence, about two epochs: fine-tuned and from scratch
@@ -175,7 +175,7 @@ def check_settings(settings: Settings) -> None:
             f"long_seeds must lie in [2, {len(s.seeds)}], got {s.long_seeds}"
         )
     grids = [(f"lr_grid[{i!r}]", g, ("w", "wo")) for i, g in s.lr_grid.items()]
-    if s.long_steps is not None:
+    if s.long_steps is not None and s.long_lr_grid is not None:
         grids.append(("long_lr_grid", s.long_lr_grid, ("w",)))
     for name, rates, arms in grids:
         for arm in arms:
@@ -456,8 +456,13 @@ def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Re
             f"workers=1"
         )
     arms = arms_of(s)
-    selections = select_rates(s, arms, device=device, progress=progress)
+    tuned = [a for a in arms if a[3] == s.steps or s.long_lr_grid is not None]
+    selections = select_rates(s, tuned, device=device, progress=progress)
     lr = {(x.init, x.layers, x.residual, x.budget): x.lr for x in selections}
+    for init, layers, residual, budget in arms:  # long_lr_grid=None: the first rate
+        lr.setdefault(
+            (init, layers, residual, budget), lr[(init, layers, residual, s.steps)]
+        )
     deep = max(s.layers)
     jobs = []
     for arm in arms:
