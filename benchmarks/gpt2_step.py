@@ -1,7 +1,7 @@
 """Time the book's SST-2 training step against Hugging Face ``transformers``' GPT-2.
 
     .venv/bin/python benchmarks/gpt2_step.py [--profile book] [--layers L] [--threads 1]
-        [--repeats R] [--steps S] [--ensemble K]
+        [--repeats R] [--steps S]
 
 Both sides take one optimizer step on the same batch: a real training batch of the
 profile (the one whose padded length is nearest an epoch's mean, :func:`typical_batch`),
@@ -27,11 +27,8 @@ which other processes on a shared machine inflate far less than wall time; with 
 threads it is wall time. ``transformers`` is an optional dependency
 (``pip install -e .[bench]``); without it the script says so and exits 0.
 
-``--ensemble K`` times instead what training K seeds at once would gain: K models of the
-profile, each one step on the batch, against the same K models stacked
-(``torch.func.stack_module_state``) and stepped as one through ``torch.func.vmap`` of
-``torch.func.functional_call`` (attention by the math backend, which has batching rules;
-AdamW on the stacked tensors; clipping per model). It needs no ``transformers``.
+The seeds of an arm trained as one ensemble against a loop over them are timed by
+``benchmarks/sst2_seeds.py``.
 """
 
 from __future__ import annotations
@@ -150,84 +147,6 @@ def profile_batch(profile: str):
     return settings, data, typical_batch(data, settings)
 
 
-def ensemble_steps(settings, data: dict, batch, layers: int, k: int) -> dict:
-    """One step of ``k`` models one by one, and of the same models stacked and stepped
-    as one through ``vmap`` (per-model clipping, AdamW on the stacked tensors)."""
-    import copy
-
-    from torch.func import functional_call, stack_module_state, vmap
-    from torch.nn import functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    from rcutil import sst2_train
-
-    tokens, lengths, labels = batch
-    lr, clip = settings.lr_grid["scratch"].w[0], settings.grad_clip
-    models = [
-        sst2_train.make_model(
-            settings, "scratch", layers, True, seed, data["vocabulary"]
-        )
-        for seed in range(k)
-    ]
-    one = [sst2_train.make_optimizer(m, settings, lr) for m in models]
-
-    def one_by_one():
-        for m, (opt, sched) in zip(models, one):
-            sst2_train.train_step(
-                m, opt, sched, tokens, lengths, labels, grad_clip=clip
-            )
-
-    params, buffers = stack_module_state(models)
-    params = {n: p.detach().requires_grad_() for n, p in params.items()}
-    base = copy.deepcopy(models[0]).to("meta")
-    opt = torch.optim.AdamW(list(params.values()), lr=lr, fused=True)
-
-    def loss(p, b):
-        return F.cross_entropy(functional_call(base, (p, b), (tokens, lengths)), labels)
-
-    def stacked():
-        with sdpa_kernel(SDPBackend.MATH):  # the fused kernels have no batching rule
-            total = vmap(loss)(params, buffers).sum()
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        grads = [p.grad for p in params.values()]
-        norm = torch.stack([g.pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()
-        scale = (clip / (norm + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            g.mul_(scale.view(-1, *[1] * (g.dim() - 1)))
-        opt.step()
-
-    return {"one": one_by_one, "stacked": stacked}
-
-
-def ensemble(args) -> int:
-    """``--ensemble K``: K models stepped one by one against the K stacked and stepped
-    as one through ``vmap``; prints ms per model-step of both and their ratio, per
-    depth."""
-    settings, data, batch = profile_batch(args.profile)
-    k = args.ensemble
-    print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); profile "
-        f"{args.profile}: d={settings.d_model}, batch {tuple(batch[0].shape)}; "
-        f"{k} models"
-    )
-    print(
-        f"{'L':>3}  {'one by one ms':>14}{'stacked ms':>12}{'ratio':>8}"
-        f"   (per model-step)"
-    )
-    clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
-    for layers in [args.layers] if args.layers else settings.layers:
-        med = timed(
-            ensemble_steps(settings, data, batch, layers, k),
-            repeats=args.repeats,
-            steps=args.steps,
-            clock=clock,
-        )
-        one, stacked = 1e3 * med["one"] / k, 1e3 * med["stacked"] / k
-        print(f"{layers:>3}  {one:>14.1f}{stacked:>12.1f}{stacked / one:>8.2f}")
-    return 0
-
-
 def timed(
     fns: dict, *, repeats: int, steps: int, clock=time.perf_counter
 ) -> dict[str, float]:
@@ -254,17 +173,7 @@ def main(argv=None) -> int:
     add("--threads", type=int, default=1, help="torch threads (default 1, as the book)")
     add("--repeats", type=int, default=7, help="alternating rounds (default 7)")
     add("--steps", type=int, default=5, help="steps per round (default 5)")
-    add(
-        "--ensemble",
-        type=int,
-        default=0,
-        metavar="K",
-        help="time K models stepped as one (vmap) against one by one",
-    )
     args = parser.parse_args(argv)
-    if args.ensemble:
-        torch.set_num_threads(args.threads)
-        return ensemble(args)
     try:
         import transformers
     except ImportError:

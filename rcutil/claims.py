@@ -25,9 +25,7 @@ A claim about runs is decided over seeds by a rule that can fail both ways:
   (:func:`seeds_needed`).
 
 Under no effect, each wrong verdict has probability at most the level, for every
-structure (``tests/test_claims.py`` simulates each). The names of the first rules
-(:func:`status`, :func:`decide`, :func:`compare`, :func:`trend`, :data:`DEVIATION`) are
-kept, unchanged, for the chapters that still use them.
+structure (``tests/test_claims.py`` simulates each).
 """
 
 from __future__ import annotations
@@ -937,14 +935,6 @@ def check_verdict(
 
 
 # ------------------------------------------------------------------------ the row
-#: The status of the first rules: a reproduction in a setting that differs from the
-#: paper's. A :class:`Claim` given it reads "reproduced" with a reconstruction setting.
-DEVIATION = "reproduced with a stated deviation"
-STATUSES = (REPRODUCED, DEVIATION, INCONCLUSIVE, NOT_REPRODUCED)
-#: The setting of a row of the first rules (its reason states the differences).
-STATED_IN_REASON = Setting(("the differences the reason states",))
-
-
 @dataclass(frozen=True)
 class Claim:
     """One row of the reproduction report.
@@ -962,8 +952,7 @@ class Claim:
     reason: str  #: why that verdict
     rule: str = ""  #: the rule that decided the verdict, in words
     chapter: str = ""  #: label of the chapter with the evidence (the report fills it)
-    #: how the test differs from the paper's (a row of the first rules, without one,
-    #: gets :data:`STATED` if reproduced, else :data:`STATED_IN_REASON`)
+    #: how the test differs from the paper's: :data:`STATED` or :func:`reconstruction`
     setting: Setting | None = None
     decision: Decision | None = None  #: the test, when one decided the verdict
     #: what would resolve an inconclusive row checked exactly (a row decided by a test
@@ -971,14 +960,6 @@ class Claim:
     would_take: str = ""
 
     def __post_init__(self):
-        # a row of the first rules (its reason says how the setting differs), also
-        # when copied with dataclasses.replace
-        first_rules = self.setting is None or self.setting == STATED_IN_REASON
-        if self.setting is None:
-            legacy = STATED if self.verdict == REPRODUCED else STATED_IN_REASON
-            object.__setattr__(self, "setting", legacy)
-        if self.verdict == DEVIATION:
-            object.__setattr__(self, "verdict", REPRODUCED)
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
         if self.decision is not None and self.decision.verdict != self.verdict:
@@ -986,7 +967,12 @@ class Claim:
                 f"{self.key}: the verdict {self.verdict!r} is not its rule's "
                 f"{self.decision.verdict!r}: pass verdict=decision.verdict"
             )
-        if self.setting is not None and not isinstance(self.setting, Setting):
+        if self.setting is None:
+            raise TypeError(
+                f"{self.key}: a row says how its test differs from the paper's: pass "
+                "setting=STATED or setting=reconstruction(...)"
+            )
+        if not isinstance(self.setting, Setting):
             raise TypeError(
                 f"{self.key}: setting is a Setting (STATED or reconstruction(...)), "
                 f"got {self.setting!r}"
@@ -998,8 +984,7 @@ class Claim:
                 "decision says it), passes none"
             )
         if (
-            not first_rules
-            and self.verdict == INCONCLUSIVE
+            self.verdict == INCONCLUSIVE
             and self.decision is None
             and not self.would_take.strip()
         ):
@@ -1035,217 +1020,8 @@ class Claim:
     def setting_kind(self) -> str:
         return self.setting.kind
 
-    @property
-    def status(self) -> str:
-        """The status of the first rules (for the chapters that still read it)."""
-        if self.verdict == REPRODUCED and self.setting_kind != AS_STATED:
-            return DEVIATION
-        return self.verdict
-
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-# -------------------------------------------------------------------- the first rules
-# Kept unchanged for the chapters that still call them; the rules above replace them.
-#: Outcomes of a rule.
-HOLDS, FAILS, UNRESOLVED = "holds", "fails", "unresolved"
-
-
-def status(ok: bool, deviation: bool = False) -> str:
-    """The status of a claim decided by one exact check: ``NOT_REPRODUCED`` unless
-    ``ok``; then ``DEVIATION`` or ``REPRODUCED``."""
-    if not ok:
-        return NOT_REPRODUCED
-    return DEVIATION if deviation else REPRODUCED
-
-
-def decide(outcome: str, *, deviation: bool = False, floor: bool = False) -> str:
-    """The status of a claim from the outcome of its rule: ``HOLDS`` gives
-    ``REPRODUCED`` (or ``DEVIATION``), ``FAILS`` gives ``NOT_REPRODUCED``,
-    ``UNRESOLVED`` gives ``INCONCLUSIVE``; ``floor=True`` (the measure cannot show the
-    effect) gives ``INCONCLUSIVE`` whatever the outcome."""
-    if outcome not in (HOLDS, FAILS, UNRESOLVED):
-        raise ValueError(
-            f"outcome must be one of {(HOLDS, FAILS, UNRESOLVED)}, got {outcome!r}"
-        )
-    if floor or outcome == UNRESOLVED:
-        return INCONCLUSIVE
-    return status(outcome == HOLDS, deviation)
-
-
-def bootstrap_ci(
-    a: Sequence[float], b: Sequence[float], *, level: float = 0.95, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``mean(a) - mean(b)`` (each arm resampled on its
-    own, :func:`scipy.stats.bootstrap`, 9,999 resamples, fixed seed); ``(nan, nan)``
-    when an arm has a single value."""
-    from scipy import stats
-
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.size < 2 or b.size < 2:
-        return math.nan, math.nan
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
-        d = float(a.mean() - b.mean())
-        return d, d
-    res = stats.bootstrap(
-        (a, b),
-        lambda x, y, axis: x.mean(axis) - y.mean(axis),
-        confidence_level=level,
-        n_resamples=9999,
-        method="percentile",
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def permutation_p(
-    a: Sequence[float], b: Sequence[float], *, alternative: str, seed: int = 0
-) -> float:
-    """p-value of the permutation test of ``mean(a) - mean(b)`` (:func:`scipy.stats.
-    permutation_test`, independent samples): exact over every split when there are at
-    most 100,000, else 99,999 seeded resamples. ``alternative`` is ``"less"`` (``a``
-    below ``b``) or ``"greater"``."""
-    from scipy import stats
-
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    exact = math.comb(a.size + b.size, a.size) <= 100_000
-    res = stats.permutation_test(
-        (a, b),
-        lambda x, y, axis: x.mean(axis) - y.mean(axis),
-        permutation_type="independent",
-        alternative=alternative,
-        n_resamples=np.inf if exact else 99_999,
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    )
-    return float(res.pvalue)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The test of a claim ``a < b`` (``direction="less"``) or ``a > b`` over per-seed
-    values, by the first rules (see :func:`comparison` for the rule that replaces it).
-
-    ``p`` is the one-sided permutation p-value in the claimed direction, ``p_reverse``
-    in the other; the outcome is ``HOLDS`` when ``p <= level``, ``FAILS`` when
-    ``p_reverse <= level``, else ``UNRESOLVED`` (with fewer than two seeds per arm
-    nothing can be resolved)."""
-
-    a: tuple[float, ...]
-    b: tuple[float, ...]
-    direction: str
-    a_mean: float
-    a_se: float
-    b_mean: float
-    b_se: float
-    ci_low: float  #: bootstrap 95 % interval of mean(a) - mean(b)
-    ci_high: float
-    p: float
-    p_reverse: float
-    level: float
-
-    @property
-    def outcome(self) -> str:
-        if self.p <= self.level:
-            return HOLDS
-        if self.p_reverse <= self.level:
-            return FAILS
-        return UNRESOLVED
-
-    @property
-    def difference(self) -> float:
-        return self.a_mean - self.b_mean
-
-    def text(self, a: str = "a", b: str = "b", digits: int = 3) -> str:
-        """``a 0.0055 ± 0.0014 vs b 0.043 ± 0.0094, p = 0.004`` (mean ± s.e. over
-        seeds)."""
-        return (
-            f"{a} {fmt(self.a_mean, self.a_se, digits)} vs {b} "
-            f"{fmt(self.b_mean, self.b_se, digits)}, p = {self.p:.2g}"
-        )
-
-
-def compare(
-    a: Sequence[float],
-    b: Sequence[float],
-    *,
-    direction: str = "less",
-    level: float = LEVEL,
-) -> Comparison:
-    """Test the claim ``mean(a) < mean(b)`` (``direction="less"``) or ``>``
-    (``"greater"``) over per-seed values by the first rules, see :class:`Comparison`."""
-    if direction not in ("less", "greater"):
-        raise ValueError(f"direction must be 'less' or 'greater', got {direction!r}")
-    a, b = tuple(float(x) for x in a), tuple(float(x) for x in b)
-    if not all(math.isfinite(x) for x in a + b):
-        raise ValueError(f"a comparison needs finite values, got {a} and {b}")
-    am, ase = mean_se(a)
-    bm, bse = mean_se(b)
-    reverse = "greater" if direction == "less" else "less"
-    if len(a) < 2 or len(b) < 2:
-        p = p_rev = 1.0
-    else:
-        p = permutation_p(a, b, alternative=direction)
-        p_rev = permutation_p(a, b, alternative=reverse)
-    low, high = bootstrap_ci(a, b)
-    return Comparison(a, b, direction, am, ase, bm, bse, low, high, p, p_rev, level)
-
-
-def rule_text(n_seeds: int, level: float = LEVEL) -> str:
-    """The rule of :func:`compare` in words, for a claim's row."""
-    return (
-        f"one-sided exact permutation test of the difference of seed means, {n_seeds} "
-        f"seeds per arm, level {level:g}; not resolved either way: inconclusive"
-    )
-
-
-@dataclass(frozen=True)
-class Trend:
-    """An ordered claim over levels ``x`` by the first rules (see
-    :func:`ordered_trend` for the one test that replaces it): the comparisons of every
-    pair of neighbouring levels, and their outcome together."""
-
-    x: tuple[float, ...]
-    steps: tuple[Comparison, ...]  #: level i+1 against level i, claimed direction
-    ends: Comparison  #: the last level against the first
-
-    @property
-    def outcome(self) -> str:
-        if any(c.outcome == FAILS for c in self.steps) or self.ends.outcome == FAILS:
-            return FAILS
-        if all(c.outcome == HOLDS for c in self.steps):
-            return HOLDS
-        return UNRESOLVED
-
-
-def trend(
-    x: Sequence[float],
-    values: Sequence[Sequence[float]],
-    *,
-    direction: str = "less",
-    level: float = LEVEL,
-) -> Trend:
-    """Test "``values`` falls (``direction="less"``) or rises along ``x``" by the
-    first rules: ``values[i]`` are the per-seed values at level ``x[i]``, ``x`` in
-    increasing order."""
-    if len(x) != len(values) or len(x) < 2:
-        raise ValueError(
-            f"a trend needs one list of values per level, at least two levels; got "
-            f"{len(x)} levels and {len(values)} lists"
-        )
-    if any(b <= a for a, b in zip(x, x[1:])):
-        raise ValueError(f"the levels must increase, got {list(x)}")
-    steps = tuple(
-        compare(values[i + 1], values[i], direction=direction, level=level)
-        for i in range(len(x) - 1)
-    )
-    return Trend(
-        tuple(float(v) for v in x),
-        steps,
-        compare(values[-1], values[0], direction=direction, level=level),
-    )
 
 
 __all__ = [
@@ -1285,19 +1061,4 @@ __all__ = [
     "num",
     "mean_se",
     "fmt",
-    # the first rules
-    "DEVIATION",
-    "STATUSES",
-    "HOLDS",
-    "FAILS",
-    "UNRESOLVED",
-    "status",
-    "decide",
-    "compare",
-    "Comparison",
-    "trend",
-    "Trend",
-    "rule_text",
-    "bootstrap_ci",
-    "permutation_p",
 ]

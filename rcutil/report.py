@@ -18,14 +18,12 @@ from dataclasses import replace
 from . import experiments
 from .claims import (
     DEFINITIONS,
-    DEVIATION,
     INCONCLUSIVE,
     LEVEL,
     MARKS,
     NOT_REPRODUCED,
     REPRODUCED,
     SETTINGS,
-    STATUSES,
     VERDICTS,
     Claim,
 )
@@ -37,8 +35,6 @@ __all__ = [
     "VERDICTS",
     "SETTINGS",
     "DEFINITIONS",
-    "DEVIATION",
-    "STATUSES",
     "Claim",
     "gather",
     "claims",

@@ -336,21 +336,27 @@ def to_compact(tokens: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
 
 
 def length_batches(
-    lengths: torch.Tensor, batch_size: int, generator: torch.Generator
+    lengths: torch.Tensor,
+    batch_size: int,
+    generator: torch.Generator,
+    *,
+    order: torch.Generator | None = None,
 ) -> list[torch.Tensor]:
     """One epoch of row indices, cut into batches of similar length.
 
-    The rows are shuffled, sorted by length (stable, so equal lengths stay shuffled),
-    cut into batches of ``batch_size`` (the last one may be smaller) and the batches are
-    shuffled, all with ``generator``: every row appears once per epoch, a batch pads its
-    sentences to a length close to theirs, and the order of the batches carries no
-    length trend.
+    The rows are shuffled with ``generator``, sorted by length (stable, so equal
+    lengths stay shuffled), cut into batches of ``batch_size`` (the last one may be
+    smaller) and the batches are shuffled with ``order`` (default ``generator``): every
+    row appears once per epoch, a batch pads its sentences to a length close to theirs,
+    and the order of the batches carries no length trend. The lengths of the sorted
+    rows do not depend on the first shuffle, so two epochs drawn with the same
+    ``order`` have batches of the same sizes and lengths, step for step, whatever
+    their ``generator``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     perm = torch.randperm(len(lengths), generator=generator)
     rows = perm[torch.sort(lengths[perm], stable=True).indices]
     batches = list(rows.split(batch_size))
-    return [
-        batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()
-    ]
+    shuffle = torch.randperm(len(batches), generator=order or generator)
+    return [batches[i] for i in shuffle.tolist()]

@@ -7,24 +7,34 @@
   cosine decay of the rate (eq. ``sst2-schedule``), the gradient clipped in norm
   (:func:`train_step`), batches of sentences of similar length (:class:`Batches`);
 * the evaluation of a model on a set of sentences: loss, error and the ranks of the last
-  block's attention-layer output (:func:`evaluate`).
+  block's attention-layer output (:func:`evaluate`);
+* several models of one architecture trained as one (:class:`Ensemble`): the seeds of an
+  arm, or the rates of its grid, with their weights stacked along a leading member axis
+  and one forward and backward for all, each member with its own rate, clipping and
+  AdamW state.
 
 ``settings`` is always the experiment's :class:`rcutil.experiments.sst2.Settings`.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+import time
 import warnings
 from dataclasses import replace
+from typing import NamedTuple
 
 import torch
+from torch.func import functional_call, stack_module_state, vmap
 from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from . import gpt2, sst2_data
 from .data import find
 from .linalg import effective_rank, stable_rank
-from .progress import steps
+from .progress import same
+from .progress import steps as loop
 
 #: ``scratch``: GPT-2's initialisation; ``pretrained``: GPT-2 small's published weights.
 INITS = ("scratch", "pretrained")
@@ -216,7 +226,7 @@ def evaluate(
     model.eval()
     order = torch.argsort(lengths)
     loss_sum, wrong, rows = 0.0, 0, []
-    for i in steps(
+    for i in loop(
         range(0, len(order), batch_size),
         desc="evaluation",
         unit="batch",
@@ -250,23 +260,252 @@ def evaluate(
 
 class Batches:
     """The training batches of one run, epoch after epoch
-    (:func:`rcutil.sst2_data.length_batches`), each cut to its longest sentence; the
-    order is fixed by ``seed``."""
+    (:func:`rcutil.sst2_data.length_batches`), each cut to its longest sentence. Which
+    sentences share a batch is fixed by ``seed``, the order of the batches by
+    ``order_seed`` (by ``seed`` too when it is ``None``): runs that share
+    ``order_seed`` get, at every step, batches of sentences of the same lengths, so
+    that they can be stacked."""
 
-    def __init__(self, data: tuple, batch_size: int, seed: int, device="cpu"):
+    def __init__(
+        self,
+        data: tuple,
+        batch_size: int,
+        seed: int,
+        device="cpu",
+        *,
+        order_seed: int | None = None,
+    ):
         self.lengths = data[1]  # on the host: batch lengths known without a sync
         self.data = tuple(t.to(device) for t in data)
         self.batch_size, self.device = batch_size, device
         self.gen = torch.Generator().manual_seed(10_000 + seed)
+        self.order = (
+            None
+            if order_seed is None
+            else torch.Generator().manual_seed(20_000 + order_seed)
+        )
         self.queue: list = []
 
     def next(self):
         """``(tokens (B, T), lengths (B,), labels (B,))`` of the next batch."""
         if not self.queue:
-            epoch = sst2_data.length_batches(self.lengths, self.batch_size, self.gen)
+            epoch = sst2_data.length_batches(
+                self.lengths, self.batch_size, self.gen, order=self.order
+            )
             rows = torch.cat(epoch).to(self.device).split([len(b) for b in epoch])
             longest = [int(self.lengths[b].max()) for b in epoch]
             self.queue = list(zip(rows, longest))[::-1]
         rows, T = self.queue.pop()
         tokens, lengths, labels = self.data
         return tokens[rows, :T], lengths[rows], labels[rows]
+
+
+class Ensemble:
+    """K models of one architecture trained as one, each exactly as
+    :func:`train_step` trains it alone.
+
+    The weights are stacked along a leading member axis
+    (:func:`torch.func.stack_module_state`) and one forward and backward computes every
+    member's loss on its own batch (:func:`torch.func.vmap` of
+    :func:`torch.func.functional_call` of the model, attention through PyTorch's math
+    kernel, the one with batching rules). Each model of ``models`` then holds views of
+    its member's weights: it has its own optimizer (:func:`make_optimizer` at its own
+    peak rate), its gradient is clipped to its own norm, and it can be evaluated as
+    any model (:func:`evaluate`) at any step."""
+
+    def __init__(self, models: list, settings: dict, lrs: list[float]):
+        if not models or len(models) != len(lrs):
+            raise ValueError(
+                f"an ensemble needs one peak rate per model: got {len(models)} "
+                f"models and {len(lrs)} rates"
+            )
+
+        def architecture(m):  # the scale of the projections is only a starting point
+            return replace(m.cfg, scaled_projections=True), m.head.weight.dtype
+
+        first = models[0]
+        for m in models[1:]:
+            if architecture(m) != architecture(first):
+                raise ValueError(
+                    "the models of an ensemble must share one architecture and dtype: "
+                    f"{m.cfg} against {first.cfg}; train other sizes apart"
+                )
+        params, self.buffers = stack_module_state(models)
+        self.params = {k: v.detach().requires_grad_() for k, v in params.items()}
+        for k, m in enumerate(models):  # each model reads and writes its member
+            for name, p in m.named_parameters():
+                p.data = self.params[name].detach()[k]
+        self.models, self.grad_clip = models, settings.grad_clip
+        self.optimizers = [
+            make_optimizer(m, settings, lr) for m, lr in zip(models, lrs)
+        ]
+        self.base = copy.deepcopy(first).to("meta")
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def losses(self, tokens, lengths, labels) -> torch.Tensor:
+        """The mean cross-entropy of every member on its own batch: ``tokens`` (K, B,
+        T), ``lengths`` and ``labels`` (K, B); returns (K,)."""
+
+        def loss(params, buffers, x, n, y):
+            logits = functional_call(self.base, (params, buffers), (x, n))
+            return F.cross_entropy(logits, y)
+
+        with sdpa_kernel(SDPBackend.MATH):  # the fused kernels have no batching rule
+            return vmap(loss)(self.params, self.buffers, tokens, lengths, labels)
+
+    def step(self, tokens, lengths, labels, *, amp: torch.dtype | None = None):
+        """One step of every member: :func:`train_step`'s forward, cross-entropy,
+        backward, clipping, AdamW and schedule, the members stacked. Returns the (K,)
+        batch losses as a tensor, without waiting for them."""
+        with torch.autocast(
+            tokens.device.type, dtype=amp or torch.float32, enabled=amp is not None
+        ):
+            loss = self.losses(tokens, lengths, labels)
+        grads = torch.autograd.grad(loss.sum(), list(self.params.values()))
+        # contiguous: the fused AdamW step reads a gradient's memory in order
+        grads = {name: g.contiguous() for name, g in zip(self.params, grads)}
+        for k, (m, (opt, sched)) in enumerate(zip(self.models, self.optimizers)):
+            for name, p in m.named_parameters():
+                p.grad = grads[name][k]
+            torch.nn.utils.clip_grad_norm_(m.parameters(), self.grad_clip)
+            opt.step()
+            sched.step()
+        return loss.detach()
+
+
+class Member(NamedTuple):
+    """One model of an ensemble: its seed (weights and which sentences share a batch),
+    its peak rate, and whether its output projections start scaled by ``1/sqrt(2L)``."""
+
+    seed: int
+    lr: float
+    scaled_projections: bool = True
+
+
+#: What :func:`train` records per member at every evaluation step.
+CURVES = ("train_error", "train_loss", "batch_loss", "stable_rank", "effective_rank")
+
+
+def train(
+    settings: dict,
+    data: dict,
+    init: str,
+    layers: int,
+    residual: bool,
+    members: list[Member],
+    *,
+    record: bool = True,
+    device="cpu",
+    weights=None,
+    progress: bool = False,
+    desc: str = "",
+) -> list[dict]:
+    """Train the models ``members`` of one architecture (``init``, ``layers``,
+    ``residual``) for ``settings.steps`` steps, as one :class:`Ensemble`.
+
+    Every member draws its own batches (:class:`Batches` from its seed) in the order of
+    ``settings.data_seed``, so that all members' batches have the same shape at
+    every step. With ``record``, each member is evaluated at step 0 and every
+    ``eval_every`` steps (ranks included) and on dev at the end; without it, only its
+    final training loss and error. The host reads the losses only at an evaluation.
+    With ``record`` a member whose loss stops being finite raises
+    ``FloatingPointError`` naming it; without it, that member's curves end in ``inf``
+    (loss) and ``nan`` (error) and the others go on. Returns one dict per member:
+    ``steps``, the lists of :data:`CURVES`, ``dev_accuracy``, ``seconds`` (of the whole
+    ensemble, per member) and ``parameters``."""
+    models = [
+        make_model(
+            settings,
+            init,
+            layers,
+            residual,
+            m.seed,
+            data["vocabulary"],
+            device,
+            weights=weights,
+            scaled_projections=m.scaled_projections,
+        )
+        for m in members
+    ]
+    ensemble = Ensemble(models, settings, [m.lr for m in members])
+    amp = autocast_dtype(settings, device)
+    batches = [
+        Batches(
+            data["train"],
+            settings.batch_size,
+            m.seed,
+            device,
+            order_seed=settings.data_seed,
+        )
+        for m in members
+    ]
+    curves = [
+        {"steps": [], **{k: [] for k in CURVES}, "dev_accuracy": math.nan}
+        for _ in members
+    ]
+    finite = torch.ones(len(members), dtype=torch.bool)
+
+    def measure(step, batch_loss):
+        for k, (model, curve) in enumerate(zip(models, curves)):
+            if finite[k]:
+                tr = evaluate(
+                    model, *data["train_eval"], device=device, rank=record, amp=amp
+                )
+            else:
+                tr = {"loss": math.inf, "error": math.nan}
+                tr |= {"stable_rank": math.nan, "effective_rank": math.nan}
+            curve["steps"].append(step)
+            curve["train_loss"].append(tr["loss"])
+            curve["train_error"].append(tr["error"])
+            curve["batch_loss"].append(
+                tr["loss"] if batch_loss is None else float(batch_loss[k])
+            )
+            if record:
+                curve["stable_rank"].append(tr["stable_rank"])
+                curve["effective_rank"].append(tr["effective_rank"])
+
+    start, total, done = time.perf_counter(), settings.steps, 0
+    every = settings.eval_every if record else total
+    if record:
+        measure(0, None)
+    tag = desc or f"L={layers} {'w' if residual else 'wo'}, {len(members)} models"
+    for end in loop(
+        [*range(every, total, every), total],
+        desc=f"{tag}: evaluations",
+        unit="evaluation",
+        progress=progress,
+        shape=same,
+    ):
+        running = torch.zeros(len(members), device=device)
+        for _ in loop(
+            range(done, end),
+            desc=tag,
+            unit="optimizer step",
+            progress=progress,
+            probe_once=True,
+        ):
+            stacked = (torch.stack(t) for t in zip(*(b.next() for b in batches)))
+            running += ensemble.step(*stacked, amp=amp)
+        batch_loss = (running / (end - done)).cpu()  # the one wait for the device
+        bad = finite & ~torch.isfinite(batch_loss)
+        if bad.any():
+            k = int(bad.nonzero()[0])
+            if record:
+                raise FloatingPointError(
+                    f"the loss became {float(batch_loss[k])} between steps {done} and "
+                    f"{end} ({init}, L={layers} {'w' if residual else 'wo'}, "
+                    f"lr={members[k].lr:g}, seed={members[k].seed}); lower lr_grid in "
+                    f"SETTINGS"
+                )
+            finite &= ~bad
+        measure(end, batch_loss)
+        done = end
+    for k, (model, curve) in enumerate(zip(models, curves)):
+        if record and finite[k]:
+            dev = evaluate(model, *data["dev"], device=device, amp=amp)
+            curve["dev_accuracy"] = 1 - dev["error"]
+        curve["seconds"] = (time.perf_counter() - start) / len(members)
+        curve["parameters"] = model.num_parameters()
+    return curves

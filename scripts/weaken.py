@@ -90,7 +90,13 @@ class Change:
         offset = [0]
         for line in lines:
             offset.append(offset[-1] + len(line))
-        a, b = offset[start[0] - 1] + start[1], offset[end[0] - 1] + end[1]
+
+        def at(line: int, column: int) -> int:  # the syntax tree counts UTF-8 bytes
+            return offset[line - 1] + len(
+                lines[line - 1].encode("utf-8")[:column].decode("utf-8")
+            )
+
+        a, b = at(*start), at(*end)
         indent = " " * column
         if self.new is not None:
             text = (
@@ -444,22 +450,22 @@ CHANGES: dict[str, Change] = {
         tests=SINGULAR,
     ),
     # ---- the Jena claims read from the wrong rule, horizon, beta, field or factor
-    "Jena order decided at each model's own step": Change(
-        JENA, "claims", "order(result)", new="order(result, 'own')", tests=JENA_TESTS
-    ),
-    "Jena verdicts that differ at the own step not a deviation": Change(
+    "Jena order decided at the common step alone": Change(
         JENA,
-        "_unlike",
-        """["at each model's own step"] * (own != at_horizons[-1])""",
-        new="[]",
+        "order_decision",
+        "[order_part(result, rule, t, kind) for rule in RULES]",
+        new="[order_part(result, 'common', t, kind)]",
         tests=JENA_TESTS,
     ),
-    "Jena stall at the floor not inconclusive": Change(
+    "Jena stall not guarded by the best-found loss's drift": Change(
         JENA,
-        "claims",
-        "decide(st, deviation=bool(stall_unlike), floor=floored)",
-        new="decide(st, deviation=bool(stall_unlike), floor=False)",
+        "stall_decision",
+        "_guarded(parts, small if kind != 'raw' else [])",
+        new="_guarded(parts, [])",
         tests=JENA_TESTS,
+    ),
+    "Jena drift guard at one times the drift": Change(
+        JENA, None, "DRIFT_MARGIN = 5.0", new="DRIFT_MARGIN = 1.0", tests=JENA_TESTS
     ),
     "Jena horizons T/2, T/2, T": Change(
         JENA,
@@ -469,20 +475,27 @@ CHANGES: dict[str, Change] = {
         tests=JENA_TESTS,
     ),
     "Jena stall against beta > 0.25 only": Change(
-        JENA, "stall", "b > 0", new="b > 0.25", tests=JENA_TESTS
+        JENA, "stall_parts", "b > 0", new="b > 0.25", tests=JENA_TESTS
     ),
     "Jena ratio gap by a factor of 10": Change(
         JENA,
         "ratio_gap",
-        "np.log10(rho0) + np.log10(RATIO_FACTOR)",
-        new="np.log10(rho0) + 1",
+        "np.log10(RATIO_FACTOR)",
+        new="1.0",
         tests=JENA_TESTS,
     ),
-    "Jena floor drift read at Adam's last step": Change(
+    "Jena drift read at the L-BFGS run's last step": Change(
         JENA,
         "floor_drift",
         "point.floor_run[:, point.floor_run.shape[1] // 2]",
         new="point.floor_run[:, -1]",
+        tests=JENA_TESTS,
+    ),
+    "Jena rate from the raw loss": Change(
+        JENA,
+        "measure",
+        "np.log(above / (loss[:, 0] - best_found(result, beta))) / t",
+        new="np.log(loss[:, t] / loss[:, 0]) / t",
         tests=JENA_TESTS,
     ),
     # ---- the trajectory record: every entry at its own iterate, in the Euclidean norm

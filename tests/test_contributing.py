@@ -116,7 +116,7 @@ def test_the_registry_the_cli_and_the_report_pick_up_a_new_module(
     rows = report.claims(report.gather("ci"))
     assert [r.key for r in rows] == ["my-chapter"] and rows[
         0
-    ].status == report.REPRODUCED
+    ].verdict == report.REPRODUCED
     assert "{ref}`my-chapter <my-chapter>`" in report.table(rows, short=True).markdown()
 
 

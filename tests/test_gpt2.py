@@ -328,7 +328,7 @@ def _settings():
         eval_every=3,
         warmup=0.2,
         seeds=(0,),
-        lr_grid={"scratch": sst2.Rates(w=(1e-3,), wo=(1e-3,))},
+        lr_grid={"scratch": sst2.Rates.every(w=(1e-3,), wo=(1e-3,))},
     )
 
 
@@ -338,7 +338,7 @@ SETTINGS = _settings()
 
 def test_training_is_deterministic():
     """Two runs of the experiment's training loop on the same synthetic data agree."""
-    from rcutil.experiments import sst2
+    from rcutil import sst2_train
 
     tokens, lengths, labels, vocab, compact = synthetic_data()
     data = {
@@ -348,7 +348,9 @@ def test_training_is_deterministic():
         "vocabulary": vocab,
     }
     a, b, c = (
-        sst2.train_one(SETTINGS, data, "scratch", 2, True, seed, 1e-3)
+        sst2_train.train(
+            SETTINGS, data, "scratch", 2, True, [sst2_train.Member(seed, 1e-3)]
+        )[0]
         for seed in (0, 0, 1)
     )
     for key in (
@@ -358,9 +360,9 @@ def test_training_is_deterministic():
         "dev_accuracy",
         "batch_loss",
     ):
-        assert getattr(a, key) == getattr(b, key)
-    assert a.steps == [0, 3, 6] and all(math.isfinite(x) for x in a.train_loss)
-    assert a.train_loss[1:] != c.train_loss[1:]  # another seed: other numbers
+        assert a[key] == b[key]
+    assert a["steps"] == [0, 3, 6] and all(math.isfinite(x) for x in a["train_loss"])
+    assert a["train_loss"][1:] != c["train_loss"][1:]  # another seed: other numbers
 
 
 def test_output_projections_scaled_by_depth_unless_asked_not_to():

@@ -305,7 +305,12 @@ def test_book_pipeline_end_to_end_on_full_size_file(tmp_path, monkeypatch):
     monkeypatch.setenv(data.DATA_DIR_ENV, str(root))
     monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
     short = dataclasses.replace(
-        jena.BOOK, steps=2, adam_steps=2, lanczos_steps=2, spectra_every=1, draws=8
+        jena.BOOK,
+        steps=2,
+        floor_iterations=2,
+        lanczos_steps=2,
+        spectra_every=1,
+        draws=8,
     )
     monkeypatch.setitem(jena.SETTINGS, "book", short)
     result = jena.run(settings_for(jena.SETTINGS, "book"), progress=False)

@@ -32,7 +32,8 @@ SETTINGS = replace(
     eval_every=3,
     warmup=0.2,
     seeds=(0,),
-    lr_grid={"pretrained": sst2.Rates(w=(1e-3, 1e-2), wo=(1e-3, 1e-2))},
+    lr_grid={"pretrained": sst2.Rates.every(w=(1e-3, 1e-2), wo=(1e-3, 1e-2), depths=1)},
+    long_steps=None,
 )
 
 
@@ -166,13 +167,25 @@ def test_pretrained_training_steps(checkpoint):
         "vocabulary": vocab,
     }
     weights = sst2_train.pretrained_weights(SETTINGS)
-    chosen = sst2.select_rate(SETTINGS, d, "pretrained", 2, True, weights=weights)
-    assert chosen.lr in [1e-3, 1e-2] and len(chosen.train_loss) == 2
-    curve = sst2.train_one(
-        SETTINGS, d, "pretrained", 2, True, 0, chosen.lr, weights=weights
+    grid = [sst2_train.Member(SETTINGS.selection_seed, lr) for lr in (1e-3, 1e-2)]
+    runs = sst2_train.train(
+        SETTINGS, d, "pretrained", 2, True, grid, record=False, weights=weights
     )
-    assert curve.steps == [0, 3, 6] and all(math.isfinite(x) for x in curve.train_loss)
-    assert curve.train_loss[-1] < curve.train_loss[0]
+    losses = {m.lr: c["train_loss"][-1] for m, c in zip(grid, runs)}
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses.values())
+    chosen = sst2.chosen({lr: (loss, 0.0) for lr, loss in losses.items()})
+    (curve,) = sst2_train.train(
+        SETTINGS,
+        d,
+        "pretrained",
+        2,
+        True,
+        [sst2_train.Member(0, chosen)],
+        weights=weights,
+    )
+    steps, loss = curve["steps"], curve["train_loss"]
+    assert steps == [0, 3, 6] and all(math.isfinite(x) for x in loss)
+    assert loss[-1] < loss[0]
     # training leaves the tensors read from the file alone: every run starts from the
     # file's
     for key in ("wte.weight", "h.1.attn.c_attn.weight", "ln_f.bias"):
@@ -325,10 +338,12 @@ def sst2_files():
 
 
 @pytest.mark.slow
-def test_a_run_with_a_pretrained_and_a_scratch_arm(sst2_files, checkpoint, tmp_path):
+def test_a_run_with_a_pretrained_and_a_scratch_arm(
+    sst2_files, checkpoint, tmp_path, monkeypatch
+):
     """``run`` with both inits, as the paper profile has them, at a tiny size: every arm
     of both, the control from scratch, a result that survives the store's JSON, and the
-    claims read from the scratch arms."""
+    claims of each init in rows of their own."""
     for rel, path in sst2_files.items():
         (tmp_path / "data" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "data" / rel).symlink_to(path)
@@ -347,10 +362,11 @@ def test_a_run_with_a_pretrained_and_a_scratch_arm(sst2_files, checkpoint, tmp_p
         control_seeds=1,
         threads=1,
         lr_grid={
-            "pretrained": sst2.Rates(w=(1e-3,), wo=(1e-3, 1e-2)),
-            "scratch": sst2.Rates(w=(1e-3,), wo=(1e-3,)),
+            "pretrained": sst2.Rates.every(w=(1e-3,), wo=(1e-3, 1e-2), depths=2),
+            "scratch": sst2.Rates.every(w=(1e-3,), wo=(1e-3,), depths=2),
         },
     )
+    monkeypatch.setattr(sst2, "MAX_EXTENSIONS", 0)  # the grids as given
     result = sst2.run(settings, progress=False)
     result = sst2.Result.from_json(result.to_json())
     assert [(r.init, r.layers, r.residual) for r in result.runs] == [
@@ -362,4 +378,10 @@ def test_a_run_with_a_pretrained_and_a_scratch_arm(sst2_files, checkpoint, tmp_p
     assert [len(s.lr_grid) for s in result.selections[:4]] == [1, 2, 1, 2]
     assert result.control.layers == 2 and len(result.control.final_error) == 1
     assert all(r.train_error.shape == (2, 3) for r in result.runs)
-    assert len(verdicts.claims(result)) == 3 and verdicts.checks(result)
+    keys = [c.key for c in verdicts.claims(result)]
+    assert keys == [
+        f"sst2-{claim}{tag}"
+        for tag in ("-pretrained", "")
+        for claim in ("lower", "depth", "noresidual")
+    ]
+    assert verdicts.checks(result)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rcutil import experiments, report
-from rcutil.claims import DEVIATION, Claim
+from rcutil.claims import RECONSTRUCTION, REPRODUCED, STATED, Claim, reconstruction
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,9 +46,10 @@ def test_report_statuses_are_the_chapters_own_claims(monkeypatch):
                 name,
                 "paper",
                 f"{result['n']}",
-                DEVIATION,
+                REPRODUCED,
                 "why",
                 chapter=name,
+                setting=reconstruction("width 64"),
             )
             made[name] = row
             return [row]
@@ -57,11 +58,15 @@ def test_report_statuses_are_the_chapters_own_claims(monkeypatch):
     results = {name: {"n": i} for i, name in enumerate(experiments.available())}
     rows = report.claims(results)
     assert rows == [made[name] for name in experiments.available()]
-    assert [r.status for r in rows] == [DEVIATION] * len(rows)
+    assert [(r.verdict, r.setting_kind) for r in rows] == [
+        (REPRODUCED, RECONSTRUCTION)
+    ] * len(rows)
 
 
 def test_links_to_chapters_carry_plain_text():
-    row = Claim("k", "c", "p", "1", DEVIATION, "r", chapter="rank-collapse")
+    row = Claim(
+        "k", "c", "p", "1", REPRODUCED, "r", chapter="rank-collapse", setting=STATED
+    )
     table = report.table([row], short=True).markdown()
     title = experiments.entry("rank-collapse").title
     assert f"{{ref}}`{title} <rank-collapse>`" in table and not re.search(
@@ -415,8 +420,10 @@ def test_gather_reads_each_experiments_stored_result(monkeypatch):
 
 
 def test_claims_of_names_the_chapter_unless_the_claim_does(monkeypatch):
-    own = C.Claim("x", "c", "p", "1", C.REPRODUCED, "r", chapter="report")
-    plain = C.Claim("y", "c", "p", "1", C.REPRODUCED, "r")
+    own = C.Claim(
+        "x", "c", "p", "1", C.REPRODUCED, "r", chapter="report", setting=C.STATED
+    )
+    plain = C.Claim("y", "c", "p", "1", C.REPRODUCED, "r", setting=C.STATED)
     monkeypatch.setattr(
         report, "_claims_function", lambda name: lambda result: [own, plain]
     )

@@ -30,43 +30,173 @@ def tiny_data():
 
 
 # ----------------------------------------------------------------- choosing the rate
-def test_selection_runs_every_rate_at_full_length_from_the_selection_seed(monkeypatch):
-    """Every rate of the arm's grid is trained by the full recipe from the selection
-    seed; the lowest final training loss wins; a diverging run counts as infinite."""
+def fake_grids(monkeypatch, losses):
+    """Replace the training of an ensemble by ``losses[(layers, residual, steps)](lr)``
+    (``inf``: a run that diverged); returns the jobs it was asked to run."""
     seen = []
 
-    def fake_train_one(settings, data, init, layers, residual, seed, lr, **kw):
-        seen.append((settings.steps, seed, lr, kw["record"]))
-        if lr == 1e-2:
-            raise FloatingPointError("the loss became nan")
-        loss = {1e-4: 0.5, 3e-4: 0.3, 1e-3: 0.4}[lr]
-        return sst2.Curve([300], [loss], [loss / 2], [], [], [loss])
+    def train_job(job, device="cpu"):
+        seen.append(job)
+        out = []
+        for m in job.members:
+            loss = losses[(job.layers, job.residual, job.steps)](m.lr)
+            error = math.nan if math.isinf(loss) else loss / 2
+            out.append({"train_loss": [loss], "train_error": [error]})
+        return out
 
-    monkeypatch.setattr(sst2, "train_one", fake_train_one)
-    grid = [1e-4, 3e-4, 1e-3, 1e-2]
+    monkeypatch.setattr(sst2, "train_job", train_job)
+    return seen
+
+
+def v_shaped(best: float):
+    """A final loss that is least at ``best`` and grows by 0.1 per half decade away."""
+    return lambda lr: 0.3 + 0.1 * abs(math.log10(lr / best)) * 2
+
+
+def test_every_grid_runs_at_full_length_from_the_selection_seed(monkeypatch):
+    """Each arm's start grid is one ensemble of the selection seed at that arm's
+    budget; the lowest final training loss wins, and an arm whose best rate is inside
+    its grid needs nothing more."""
     settings = replace(
-        SETTINGS,
-        steps=300,
-        seeds=(3, 4),
+        sst2.CI,
+        layers=(2,),
         selection_seed=9,
-        lr_grid={"scratch": sst2.Rates(w=tuple(grid), wo=(1e-3,))},
+        steps=300,
+        long_steps=900,
+        lr_grid={
+            "scratch": sst2.Rates.every(
+                w=(1e-4, 3e-4, 1e-3), wo=(1e-3, 3e-3, 1e-2), depths=1
+            )
+        },
+        long_lr_grid=sst2.Rates.every(w=(3e-4, 1e-3, 3e-3), depths=1),
     )
-    chosen = sst2.select_rate(settings, {}, "scratch", 2, True)
-    assert chosen.lr == 3e-4 and chosen.train_loss == [0.5, 0.3, 0.4, math.inf]
-    assert chosen.train_error[:3] == [0.25, 0.15, 0.2]
-    assert math.isnan(chosen.train_error[3])
-    assert seen == [(300, 9, lr, False) for lr in grid]  # full length, unreported seed
-    seen.clear()
-    assert sst2.select_rate(settings, {}, "scratch", 2, False).lr == 1e-3  # wo grid
-    assert seen == [(300, 9, 1e-3, False)]
+    seen = fake_grids(
+        monkeypatch,
+        {
+            (2, True, 300): v_shaped(3e-4),
+            (2, False, 300): v_shaped(3e-3),
+            (2, True, 900): v_shaped(1e-3),
+        },
+    )
+    picked = sst2.select_rates(settings, sst2.arms_of(settings))
+    assert [(x.residual, x.budget, x.lr) for x in picked] == [
+        (True, 300, 3e-4),
+        (False, 300, 3e-3),
+        (True, 900, 1e-3),
+    ]
+    assert [(j.steps, j.record, {m.seed for m in j.members}) for j in seen] == [
+        (300, False, {9}),
+        (300, False, {9}),
+        (900, False, {9}),
+    ]
+    assert [m.lr for m in seen[1].members] == [1e-3, 3e-3, 1e-2]
+    assert not any(x.at_edge for x in picked)
+    assert picked[0].train_error == [x / 2 for x in picked[0].train_loss]
 
 
-def test_selection_on_a_real_model_prefers_a_rate_that_trains():
+def test_without_a_long_grid_the_longer_budget_keeps_each_arms_first_rate(monkeypatch):
+    """``long_lr_grid=None``: only the arms at the first budget choose a rate, and each
+    arm with residuals trains at the longer budget at the rate chosen for it there (a
+    different rate per depth, so that a mix-up of depths shows)."""
+    settings = replace(sst2.CI, long_lr_grid=None)
+    asked, jobs = [], []
+    rate = {2: 1e-3, 6: 3e-4, 10: 1e-4}
+
+    def select_rates(s, arms, **kwargs):
+        asked.extend(arms)
+        out = []
+        for a in arms:  # without residuals ten times the rate: arms kept apart
+            lr = rate[a[1]] * (1 + 9 * (not a[2]))
+            out.append(sst2.Selection(*a, [lr], [lr], [0.5], [0.2], lr))
+        return out
+
+    class Stop(Exception):
+        pass
+
+    def parallel_map(func, pieces, **kwargs):
+        jobs.extend(pieces)
+        raise Stop
+
+    monkeypatch.setattr(sst2, "select_rates", select_rates)
+    monkeypatch.setattr(sst2, "parallel_map", parallel_map)
+    with pytest.raises(Stop):
+        sst2.run(settings, progress=False)
+    assert {a[3] for a in asked} == {settings.steps}
+    assert len(asked) == 2 * len(settings.layers)
+    long = [j for j in jobs if j.steps == settings.long_steps]
+    assert [j.layers for j in long] == list(settings.layers)
+    assert all(j.residual for j in long)
+    for j in long:
+        assert {m.lr for m in j.members} == {rate[j.layers]}
+        assert len(j.members) == settings.long_seeds
+
+
+def test_a_grid_grows_past_the_edge_where_its_best_rate_lies(monkeypatch):
+    """The best rate at the top of the grid: the next rate of the ladder above is tried,
+    then the next, until a worse one closes the grid; at the bottom, the same downward.
+    A run that diverges counts as the worst."""
     settings = replace(
-        SETTINGS, steps=8, lr_grid={"scratch": sst2.Rates(w=(1e-7, 3e-3), wo=(1e-3,))}
+        sst2.CI,
+        layers=(2,),
+        long_steps=None,
+        lr_grid={
+            "scratch": sst2.Rates.every(w=(1e-4, 3e-4), wo=(1e-3, 3e-3), depths=1)
+        },
     )
-    chosen = sst2.select_rate(settings, tiny_data(), "scratch", 2, True)
-    assert chosen.lr == 3e-3 and chosen.train_loss[1] < chosen.train_loss[0]
+    seen = fake_grids(
+        monkeypatch,
+        {
+            (2, True, 40): v_shaped(3e-3),
+            (2, False, 40): lambda lr: math.inf if lr > 1e-3 else v_shaped(1e-4)(lr),
+        },
+    )
+    w, wo = sst2.select_rates(settings, sst2.arms_of(settings))
+    assert w.lr_grid == [1e-4, 3e-4, 1e-3, 3e-3, 1e-2] and w.lr == 3e-3
+    assert w.start == [1e-4, 3e-4] and not w.at_edge
+    assert wo.lr_grid == [3e-5, 1e-4, 3e-4, 1e-3, 3e-3] and wo.lr == 1e-4
+    assert wo.train_loss[-1] == math.inf and math.isnan(wo.train_error[-1])
+    assert [len(j.members) for j in seen] == [2, 2, 1, 1, 1, 1, 1, 1]
+
+
+def test_a_grid_that_finds_no_worse_neighbour_stops_and_the_acceptance_refuses_it(
+    monkeypatch,
+):
+    """A loss that keeps falling with the rate: the grid grows by MAX_EXTENSIONS rates
+    and stops with its best rate at the edge, which the acceptance table refuses."""
+    settings = replace(
+        sst2.CI,
+        layers=(2,),
+        long_steps=None,
+        lr_grid={
+            "scratch": sst2.Rates.every(
+                w=(1e-4, 3e-4, 1e-3), wo=(1e-4, 3e-4, 1e-3), depths=1
+            )
+        },
+    )
+    fake_grids(
+        monkeypatch,
+        {(2, True, 40): lambda lr: 1 - lr, (2, False, 40): v_shaped(3e-4)},
+    )
+    w, wo = sst2.select_rates(settings, sst2.arms_of(settings))
+    assert (
+        len(w.lr_grid) == 3 + sst2.MAX_EXTENSIONS
+        and w.at_edge
+        and w.lr == max(w.lr_grid)
+    )
+    assert not wo.at_edge
+    result = stored()
+    result.selections[0] = replace(result.selections[0], lr_grid=w.lr_grid, lr=w.lr)
+    failed = [c.what for c in verdicts.checks(result) if not c.ok]
+    assert failed == [
+        "chosen rates without a worse neighbour on each side of their grid"
+    ]
+
+
+def test_the_ladder_and_the_next_rate():
+    assert sst2.next_rate([1e-4, 3e-4], up=True) == 1e-3
+    assert sst2.next_rate([1e-4, 3e-4], up=False) == 3e-5
+    assert sst2.next_rate([sst2.RATE_LADDER[-1]], up=True) is None
+    assert sst2.chosen({1e-3: (0.2, 0.1), 3e-4: (0.2, 0.1), 1e-2: (0.5, 0.3)}) == 3e-4
 
 
 class ScalarReads(TorchDispatchMode):
@@ -86,7 +216,7 @@ class ScalarReads(TorchDispatchMode):
 def test_training_steps_do_not_wait_for_the_device(steps, monkeypatch):
     """Between two evaluations the loop reads no tensor value: the host never waits for
     the device. The number of reads is the same for 3 steps as for 7 (an epoch is 8
-    batches)."""
+    batches), for two models trained as one."""
     monkeypatch.setattr(
         sst2_train,
         "evaluate",
@@ -98,39 +228,20 @@ def test_training_steps_do_not_wait_for_the_device(steps, monkeypatch):
         },
     )
     data = tiny_data()
+    members = [sst2_train.Member(0, 1e-3), sst2_train.Member(1, 3e-3)]
     counts = {}
     for n in (steps, 2):
         with ScalarReads() as reads:
-            sst2.train_one(
+            sst2_train.train(
                 replace(SETTINGS, steps=n, eval_every=100),
                 data,
                 "scratch",
                 2,
                 True,
-                0,
-                1e-3,
+                members,
             )
         counts[n] = reads.count
     assert counts[steps] == counts[2], counts
-
-
-def test_a_diverging_run_names_the_steps_and_the_fix(monkeypatch):
-    losses = iter([0.7, 0.6, 0.5, 0.4, float("nan"), 0.3])
-    monkeypatch.setattr(
-        sst2_train, "train_step", lambda *a, **k: torch.tensor(next(losses))
-    )
-    with pytest.raises(
-        FloatingPointError, match=r"steps 3 and 6.*lower the profile's lr_grid"
-    ):
-        sst2.train_one(
-            replace(SETTINGS, steps=6, eval_every=3),
-            tiny_data(),
-            "scratch",
-            2,
-            True,
-            0,
-            1e-3,
-        )
 
 
 def test_the_control_leaves_the_output_projections_unscaled():
@@ -170,7 +281,20 @@ def test_bf16_asked_where_it_cannot_run_warns_and_uses_float32():
         (dict(control_seeds=3), r"control_seeds must lie in \[1, 2\]"),
         (dict(inits=("random",)), "'random' must be one of"),
         (dict(inits=("pretrained",)), r"must be one of .* lr_grid\['pretrained'\]"),
-        (dict(lr_grid={"scratch": sst2.Rates(w=(1e-3,), wo=())}), "both non-empty"),
+        (
+            dict(lr_grid={"scratch": sst2.Rates.every(w=(1e-3,), wo=())}),
+            r"lr_grid\['scratch'\].wo needs one non-empty grid per depth",
+        ),
+        (
+            dict(lr_grid={"scratch": sst2.Rates.every(w=(2e-3,), wo=(1e-3,))}),
+            r"the rates \[0.002\] are not on RATE_LADDER",
+        ),
+        (
+            dict(long_lr_grid=sst2.Rates.every(w=(1e-3,), depths=2)),
+            "long_lr_grid.w needs one non-empty grid per depth",
+        ),
+        (dict(long_seeds=3), r"long_seeds must lie in \[2, 2\]"),
+        (dict(seeds=(0,), control_seeds=1), r"give at least two"),
     ],
 )
 def test_settings_the_run_cannot_honour_are_named(change, words):
@@ -186,11 +310,17 @@ def test_profiles_meet_the_seed_counts_and_the_paper_arms():
     )
     assert len(rows["book"].seeds) >= 5 and len(rows["paper"].seeds) >= 3
     assert rows["paper"].inits == ("pretrained", "scratch")
-    assert max(rows["paper"].lr_grid["pretrained"].wo) >= 1e-3  # room to retrain
+    assert (
+        min(max(g) for g in rows["paper"].lr_grid["pretrained"].wo) >= 1e-3
+    )  # retrains
     for r in rows.values():
         assert r.selection_seed not in r.seeds
     assert verdicts.at_paper_scale(rows["paper"])
     assert not verdicts.at_paper_scale(rows["book"])
+    # the longer budget: about three times the book's, with residuals, several seeds
+    book = rows["book"]
+    assert book.long_steps == 3 * book.steps and book.long_seeds >= 3
+    assert book.workers == 2 and rows["paper"].workers == 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
@@ -215,6 +345,12 @@ WO = {
     6: [0.43, 0.431, 0.432, 0.433, 0.434],
     10: [0.44, 0.441, 0.439, 0.44, 0.442],
 }
+#: At the longer budget, with residuals: every depth fits (nearly) every sentence.
+LONG = {
+    2: [0.0, 0.002, 0.004, 0.0, 0.002],
+    6: [0.004, 0.006, 0.002, 0.008, 0.006],
+    10: [0.012, 0.01, 0.014, 0.008, 0.016],
+}
 
 
 #: What the result holds elsewhere: earlier on the error curves and in the pretrained
@@ -223,50 +359,61 @@ DECOY_W = {L: W[LAYERS[-1 - i]] for i, L in enumerate(LAYERS)}  # depth reversed
 DECOY_WO = {L: [0.05, 0.06, 0.07, 0.08, 0.09] for L in LAYERS}  # wo trains well
 
 
-def stored(w=W, wo=WO, *, majority=MAJORITY, settings=None):
-    """A result as the store holds it, with the given per-seed final training errors.
-    The other fields say the opposite: the error curves before their end and the
-    pretrained arm hold :data:`DECOY_W` and :data:`DECOY_WO`, and the final training
-    losses fall with the error (``0.5 - error / 2``), so that a claim that reads the
-    wrong step, arm or field flips."""
+def run_of(init, L, residual, budget, final, early):
+    """One arm as the store holds it: errors (early, early, final) per seed, losses
+    that fall with the error (``0.5 - error / 2``) after 0.7 and 0.6."""
+    early = np.array(early[: len(final)], dtype=float)
+    error = np.column_stack([early, early, np.array(final, dtype=float)])
+    loss = np.column_stack([0.7 + 0 * early, 0.6 + 0 * early, 0.5 - error[:, -1] / 2])
+    ones = np.ones_like(error)
+    stable, effective = 3 + 6 * residual, 2 + 9 * residual
+    return sst2.Run(
+        init,
+        L,
+        residual,
+        budget,
+        1e-3,
+        [0, budget // 2, budget],
+        error,
+        loss,
+        loss,
+        stable * ones,
+        effective * ones,
+        [0.7] * len(final),
+        [1.0] * len(final),
+        1000,
+    )
+
+
+def stored(w=W, wo=WO, long=LONG, *, majority=MAJORITY, settings=None, pretrained=None):
+    """A result as the store holds it, with the given per-seed final training errors
+    at the book's budget (``w``, ``wo``) and at the longer one (``long``, with
+    residuals). The other fields say the opposite: the error curves before their end
+    hold :data:`DECOY_W` and :data:`DECOY_WO`, and so does the pretrained arm unless
+    ``pretrained = (w, wo)`` gives its own."""
     settings = settings or replace(sst2.BOOK, inits=("scratch", "pretrained"))
+    s = settings
     runs = []
-    for init in settings.inits:
+    for init in s.inits:
         for L in LAYERS:
             for residual, final, early in (
                 (True, w[L], DECOY_W[L]),
                 (False, wo[L], DECOY_WO[L]),
             ):
-                early = np.array(early[: len(final)], dtype=float)
                 if init == "pretrained":
-                    final = early
-                error = np.column_stack([early, early, np.array(final, dtype=float)])
-                loss = np.column_stack(
-                    [0.7 + 0 * early, 0.6 + 0 * early, 0.5 - error[:, -1] / 2]
-                )
-                ones = np.ones_like(error)
-                stable, effective = 3 + 6 * residual, 2 + 9 * residual
-                runs.append(
-                    sst2.Run(
-                        init,
-                        L,
-                        residual,
-                        1e-3,
-                        [0, 150, 300],
-                        error,
-                        loss,
-                        loss,
-                        stable * ones,
-                        effective * ones,
-                        [0.7] * len(final),
-                        [1.0] * len(final),
-                        1000,
-                    )
-                )
+                    final = early if pretrained is None else pretrained[not residual][L]
+                runs.append(run_of(init, L, residual, s.steps, final, early))
+    if s.long_steps is not None:
+        for L in LAYERS:
+            final = long[L][: s.long_seeds]
+            runs.append(run_of("scratch", L, True, s.long_steps, final, DECOY_W[L]))
     selections = [
-        sst2.Selection(r.init, r.layers, r.residual, [1e-3], [0.5], [0.2], 1e-3)
+        sst2.Selection(
+            r.init, r.layers, r.residual, r.budget, [1e-3], [3e-4, 1e-3, 3e-3],
+            [0.6, 0.5, 0.55], [0.3, 0.2, 0.25], 1e-3,
+        )
         for r in runs
-    ]
+    ]  # fmt: skip
     result = sst2.Result(
         settings=settings,
         runs=runs,
@@ -278,129 +425,201 @@ def stored(w=W, wo=WO, *, majority=MAJORITY, settings=None):
         n_dev_used=872,
         vocabulary_size=7000,
         precision="float32",
+        budgets=[s.steps] + ([s.long_steps] if s.long_steps is not None else []),
     )
     return sst2.Result.from_json(result.to_json())
 
 
-def statuses(result):
-    return [c.status for c in verdicts.claims(result)]
+def verdicts_of(result, init="scratch"):
+    rows = verdicts.claims(result)
+    tag = "" if init == "scratch" else f"-{init}"
+    return [
+        c.verdict
+        for c in rows
+        if c.key.endswith(tag) and c.key.count("-") == 1 + bool(tag)
+    ]
+
+
+R, I, N = rules.REPRODUCED, rules.INCONCLUSIVE, rules.NOT_REPRODUCED
 
 
 def test_the_claims_follow_from_the_stored_numbers():
-    """Every w arm below its wo arm and each depth below the one before, every seed
-    apart (exact one-sided p = 1/252 per comparison of five seeds); wo at L >= 6 within
-    2 s.e. of the majority-label error: each claim holds."""
-    assert statuses(stored()) == [rules.DEVIATION] * 3
-    assert [c.key for c in verdicts.claims(stored())] == [
-        "sst2-lower",
-        "sst2-depth",
-        "sst2-noresidual",
-    ]
+    """Every w arm below its wo arm on every seed (paired, p = 1/32 per depth), each
+    depth below the one before on every seed (one paired trend), and wo at L >= 6
+    above the majority-label error minus the margin on every seed: each claim holds,
+    in a setting of the book's own."""
+    rows = verdicts.claims(stored())
+    assert [c.key for c in rows][:3] == ["sst2-lower", "sst2-depth", "sst2-noresidual"]
+    assert [c.verdict for c in rows[:3]] == [R, R, R]
+    assert all(c.setting.kind == rules.RECONSTRUCTION for c in rows)
+    assert "300 AdamW steps" in rows[1].setting_text
+    assert "from scratch at width 64" in rows[0].setting_text
 
 
 def with_errors(table, L, values):
     return {**table, L: values}
 
 
-@pytest.mark.parametrize(
-    "name, w, wo, flips",
-    [
-        # w no better than wo at L = 2: "lower at every depth" is not resolved
-        (
-            "w ties wo at L = 2",
-            with_errors(W, 2, [0.30, 0.31, 0.32, 0.33, 0.345]),
-            WO,
-            [rules.INCONCLUSIVE, rules.DEVIATION, rules.DEVIATION],
-        ),
-        # w worse than wo at L = 6
-        (
-            "w above wo at L = 6",
-            W,
-            with_errors(WO, 6, [0.05, 0.06, 0.07, 0.08, 0.09]),
-            [rules.NOT_REPRODUCED, rules.DEVIATION, rules.NOT_REPRODUCED],
-        ),
-        # the deepest residual model no better than L = 6: the trend is not resolved
-        (
-            "L = 10 ties L = 6",
-            with_errors(W, 10, [0.155, 0.16, 0.17, 0.18, 0.19]),
-            WO,
-            [rules.DEVIATION, rules.INCONCLUSIVE, rules.DEVIATION],
-        ),
-        # depth lowers nothing: L = 10 above L = 2
-        (
-            "L = 10 above L = 2",
-            with_errors(W, 10, [0.25, 0.26, 0.27, 0.28, 0.29]),
-            WO,
-            [rules.DEVIATION, rules.NOT_REPRODUCED, rules.DEVIATION],
-        ),
-        # the shallow residual model fits its sentences: a floor
-        (
-            "L = 2 at the floor",
-            with_errors(W, 2, [0.0, 0.01, 0.0, 0.02, 0.01]),
-            WO,
-            [rules.DEVIATION, rules.INCONCLUSIVE, rules.DEVIATION],
-        ),
-        # wo fits its sentences at L = 2: a floor for the first claim
-        (
-            "wo at the floor",
-            W,
-            with_errors(WO, 2, [0.0, 0.01, 0.0, 0.02, 0.01]),
-            [rules.INCONCLUSIVE, rules.DEVIATION, rules.DEVIATION],
-        ),
-        # the deepest model without residuals trains
-        (
-            "L = 10 wo trains",
-            W,
-            with_errors(WO, 10, [0.30, 0.31, 0.32, 0.33, 0.34]),
-            [rules.DEVIATION, rules.DEVIATION, rules.NOT_REPRODUCED],
-        ),
-        # L = 6 wo trains a little, the seeds spread: not resolved
-        (
-            "L = 6 wo unclear",
-            W,
-            with_errors(WO, 6, [0.44, 0.30, 0.44, 0.33, 0.44]),
-            [rules.DEVIATION, rules.DEVIATION, rules.INCONCLUSIVE],
-        ),
-    ],
-)
-def test_editing_the_evidence_flips_the_claim(name, w, wo, flips):
-    assert statuses(stored(w, wo)) == flips, name
+#: One edit of the evidence at a time (one seed, one arm, one depth), and the verdicts
+#: of the three rows after it.
+EDITS = [
+    # one seed of w at L = 2 above its wo: the pair no longer holds on every seed
+    (
+        "one seed of w above wo at L = 2",
+        {"w": (2, [0.2, 0.21, 0.22, 0.23, 0.4])},
+        [I, R, R],
+    ),
+    # at L = 6 wo trains well and w does not
+    ("w above wo at L = 6", {"wo": (6, [0.05, 0.06, 0.07, 0.08, 0.09])}, [I, R, I]),
+    # depth lowers nothing: L = 10 above L = 2 on every seed
+    ("L = 10 above L = 2", {"w": (10, [0.25, 0.26, 0.27, 0.28, 0.29])}, [R, I, R]),
+    # the shallow residual model fits its sentences: a floor
+    ("L = 2 at the floor", {"w": (2, [0.0, 0.01, 0.0, 0.02, 0.01])}, [R, I, R]),
+    # wo fits its sentences at L = 2: a floor for the first claim
+    ("wo at the floor", {"wo": (2, [0.0, 0.01, 0.0, 0.02, 0.01])}, [I, R, R]),
+    # the deepest model without residuals trains
+    ("L = 10 wo trains", {"wo": (10, [0.30, 0.31, 0.32, 0.33, 0.34])}, [R, R, I]),
+    # one seed of L = 6 wo trains: no longer above the margin on every seed
+    ("one seed of L = 6 wo", {"wo": (6, [0.43, 0.30, 0.432, 0.433, 0.434])}, [R, R, I]),
+]
+
+
+@pytest.mark.parametrize("name, edit, flips", EDITS, ids=[e[0] for e in EDITS])
+def test_editing_the_evidence_flips_the_claim(name, edit, flips):
+    w = with_errors(W, *edit["w"]) if "w" in edit else W
+    wo = with_errors(WO, *edit["wo"]) if "wo" in edit else WO
+    assert verdicts_of(stored(w, wo)) == flips, name
+
+
+def test_the_depth_trend_reversed_on_every_seed_is_not_reproduced():
+    assert verdicts_of(stored(DECOY_W, WO)) == [R, N, R]
 
 
 def test_the_decoys_would_flip_every_claim():
     """Read as final errors, the decoys of :func:`stored` decide every claim the other
-    way: a claim that read them would flip, so the statuses above prove it did not."""
-    assert statuses(stored(DECOY_W, DECOY_WO)) == [rules.NOT_REPRODUCED] * 3
+    way or leave it open: a claim that read them would change, so the verdicts above
+    prove it did not."""
+    assert verdicts_of(stored(DECOY_W, DECOY_WO)) == [I, N, I]
 
 
 def test_the_majority_error_moves_the_threshold_of_the_third_claim():
-    assert statuses(stored(majority=0.55))[2] == rules.NOT_REPRODUCED
+    assert verdicts_of(stored(majority=0.55))[2] == rules.INCONCLUSIVE
+    assert verdicts_of(stored(majority=0.30))[2] == rules.REPRODUCED
 
 
-def test_one_seed_resolves_nothing():
-    one = {L: v[:1] for L, v in W.items()}, {L: v[:1] for L, v in WO.items()}
-    settings = replace(sst2.BOOK, seeds=(0,), control_seeds=1)
-    assert statuses(stored(*one, settings=settings)) == [rules.INCONCLUSIVE] * 3
+def test_two_seeds_resolve_no_pair_but_can_resolve_the_trend():
+    """Two seeds paired: a one-sided p of 1/4 at best for a pair of arms, so neither
+    claim of pairs is decided; the ordered trend over three depths has 36
+    arrangements, so its p can reach 1/36."""
+    two = {L: v[:2] for L, v in W.items()}, {L: v[:2] for L, v in WO.items()}
+    settings = replace(sst2.BOOK, seeds=(0, 1), control_seeds=1, long_seeds=2)
+    assert verdicts_of(stored(*two, settings=settings)) == [I, R, I]
 
 
-def test_at_paper_scale_the_status_has_no_deviation():
-    settings = replace(sst2.PAPER, inits=("scratch",), seeds=(0, 1, 2, 3, 4))
-    assert statuses(stored(settings=settings)) == [rules.REPRODUCED] * 3
-
-
-def test_the_rows_show_means_with_standard_errors_and_p():
-    lower, depth, stall = verdicts.claims(stored())
-    assert lower.book.startswith(
-        "L = 2: w 0.22 ± 0.0071 vs wo 0.32 ± 0.0071, p = 0.004"
+def test_the_depth_row_is_decided_at_the_books_budget_and_shows_the_longer_one():
+    """The depth claim is decided at the book's budget in the training error; the
+    longer budget's readings (error at its floor: inconclusive; loss: its own verdict)
+    are in the row, and editing them changes the row's text, never its verdict."""
+    depth = verdicts.claims(stored())[1]
+    assert depth.book.startswith("decided at 300 steps in the training error")
+    assert "900 steps, error: inconclusive at this scale" in depth.book
+    # the stored losses fall as the errors rise (a decoy of the error): the loss
+    # readings go the other way from the error's
+    assert "300 steps, loss: not reproduced" in depth.book
+    assert "900 steps, loss: reproduced" in depth.book
+    flipped = {L: v for L, v in zip(LAYERS, [LONG[10], LONG[6], LONG[2]])}
+    again = verdicts.claims(stored(long=flipped))[1]
+    assert again.verdict == depth.verdict
+    assert "900 steps, loss: not reproduced" in again.book
+    # the longer budget's error decides once the shallow models leave the floor
+    high = {L: [x + 0.1 for x in v] for L, v in flipped.items()}
+    assert "900 steps, error: reproduced" in verdicts.claims(stored(long=high))[1].book
+    low = {L: [x + 0.1 for x in v] for L, v in LONG.items()}
+    assert (
+        "900 steps, error: not reproduced" in verdicts.claims(stored(long=low))[1].book
     )
-    assert "L = 10 below L = 6: p = 0.004" in depth.book
+    # and the row's decision is the book budget's
+    assert depth.decision.parts[0].label.startswith("error at 300 steps")
+
+
+def test_a_part_reads_its_own_budget_and_measure():
+    """Each reading reads the runs of its budget and the field of its measure."""
+    result = stored()
+    part = verdicts.depth_part(result, "scratch", 900, "error")
+    n = result.settings.long_seeds
+    assert part.values == tuple(tuple(LONG[L][:n]) for L in LAYERS)
+    loss = verdicts.depth_part(result, "scratch", 300, "loss")
+    assert loss.values == tuple(tuple(0.5 - np.array(W[L]) / 2) for L in LAYERS)
+    assert verdicts.depth_at_floor(result, "scratch", 900) == [2, 6]
+    assert verdicts.depth_at_floor(result, "scratch", 300) == []
+
+
+def test_the_pretrained_arms_decide_rows_of_their_own():
+    """With both inits (the paper profile), each decides its three rows from its own
+    arms: editing the pretrained arms changes only the pretrained rows, and each row
+    names its starting weights in its setting."""
+    both = stored(pretrained=(W, WO))
+    keys = [c.key for c in verdicts.claims(both)]
+    assert keys == [
+        f"sst2-{claim}{tag}"
+        for tag in ("", "-pretrained")
+        for claim in ("lower", "depth", "noresidual")
+    ]
+    assert verdicts_of(both, "pretrained") == [R, R, R]
+    worse = stored(pretrained=(DECOY_W, DECOY_WO))
+    assert verdicts_of(worse, "pretrained") == [I, N, I]
+    assert verdicts_of(worse) == [R, R, R]
+    rows = {c.key: c for c in verdicts.claims(both)}
+    assert (
+        "GPT-2 small's published weights" in rows["sst2-lower-pretrained"].setting_text
+    )
+    assert "from scratch" in rows["sst2-lower"].setting_text
+
+
+def test_the_rows_show_each_arm_and_the_majority_error():
+    lower, depth, stall = verdicts.claims(stored())[:3]
+    assert (
+        "w: L = 2: 0.22 ± 0.0071, L = 6: 0.17 ± 0.0071, L = 10: 0.12 ± 0.0071"
+        in lower.book
+    )
+    assert "wo: L = 2: 0.32 ± 0.0071" in lower.book
+    assert "majority-label error 0.440" in stall.book
     assert "within 0.05 of the majority-label error" in stall.claim
-    assert "0.05" in stall.rule and "BARELY" not in stall.rule
+    assert lower.decision.parts[0].label == "L = 2: w − wo"
+    assert [p.p for p in lower.decision.parts] == [1 / 32] * 3
+    one = stored(with_errors(W, 6, [0.15, 0.16, 0.17, 0.18, 0.20]))
+    assert "L = 6: 0.172 ± 0.0086" in verdicts.claims(one)[0].book
+
+
+# ----------------------------------------------------------------- readings
+def test_the_rank_separation_reads_the_end_of_the_deeper_arms():
+    """Effective ranks 11 with residuals, 2 without: 5.5. Raising one seed's last
+    reading without residuals at L = 6 lowers it (that seed's 11 enters the seed
+    mean); the same edit at L = 2, or at an earlier reading, leaves it alone."""
+    assert verdicts.rank_separation(stored()) == pytest.approx(5.5)
+
+    def edited(L, column):
+        result = stored()
+        run = next(
+            r
+            for r in result.runs
+            if r.init == "scratch" and r.layers == L and not r.residual
+        )
+        run.effective_rank[0, column] = 11.0
+        return verdicts.rank_separation(result)
+
+    assert edited(6, -1) == pytest.approx(11 / (2 + 9 / 5))
+    assert edited(2, -1) == pytest.approx(5.5)
+    assert edited(6, 0) == pytest.approx(5.5)
+    assert verdicts.rank_separation(stored()) >= verdicts.RANK_SEPARATES > 1
 
 
 # ----------------------------------------------------------------- acceptance
 def test_acceptance_fails_on_a_non_finite_number_and_on_a_wrong_rank_ratio():
     assert all(c.ok for c in verdicts.checks(stored()))
+    missing = stored()
+    missing.runs[-1].train_error = missing.runs[-1].train_error[:2]
+    assert not verdicts.checks(missing)[1].ok  # the longer budget lacks seeds
     broken = stored()
     broken.runs[0].train_loss[1, 1] = float("nan")
     assert [c.what for c in verdicts.checks(broken) if not c.ok] == [

@@ -109,3 +109,13 @@ def test_expressions_statements_and_insertions():
 def test_an_entry_that_does_not_fit_says_why(kw, words):
     with pytest.raises(DoesNotApply, match=words):
         Change("m.py", **kw).apply(SOURCE)
+
+
+def test_a_change_after_non_ascii_text_on_its_line_lands_on_its_code():
+    """The syntax tree counts columns in UTF-8 bytes: a target after "β − 1" on the
+    same line is still found at its characters."""
+    source = 'def f(b):\n    return [f"β − {x}" for x in b if x > 0]\n'
+    change = weaken.Change("f.py", "f", "x > 0", new="x > 1")
+    assert change.apply(source) == (
+        'def f(b):\n    return [f"β − {x}" for x in b if (x > 1)]\n'
+    )

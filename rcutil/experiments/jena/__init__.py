@@ -5,17 +5,20 @@ full-batch GD (eq. ``model-gd``) under two step rules, all models as one batched
 computation (:func:`rcutil.train.descend` on a :class:`rcutil.train.Stack`): one common
 step ``mu_factor / max lambda_max`` and each model at its own ``mu_factor /
 lambda_max``, where ``lambda_max`` is the largest Hessian eigenvalue at initialisation
-(:func:`sharpness`). Full-batch Adam from the same
-initialisation, run long, estimates each model's floor ``Phi*``; "faster" is the loss
-above that floor.
+(:func:`sharpness`). L-BFGS from the same initialisation
+(:func:`rcutil.lbfgs.batched_lbfgs`) gives each model its best-found loss ``Phi_hat``,
+the lowest loss of any of its runs; "faster" is the loss above it, and the drop of the
+L-BFGS run over its last half is the best-found loss's own drift.
 
 Recorded for the common step: ``sigma_min(Z_t)`` and ``||Z_t||_2`` of the stacked
 attention output at every iterate, the ratio ``min_t sigma_min^2(Z_t) / max_t ||Z_t||``
 (eq. ``jena-ratio``) and, every ``spectra_every`` iterates, its eight readings
 (precision, layout, norm: :mod:`rcutil.rounding`). The float32 floor factor ``c`` is
 measured on rank-deficient matrices of the same shapes
-(:func:`rcutil.rounding.floor_factors`). The checks, the claims and the readings of the
-result that decide them are in :mod:`rcutil.experiments.jena.verdicts`.
+(:func:`rcutil.rounding.floor_factors`). At every reading, the factors of the attention
+output of the sample where it is smallest (:func:`attention_factors`). The checks, the
+claims and the readings of the result that decide them are in
+:mod:`rcutil.experiments.jena.verdicts`.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import numpy as np
 import torch
 
 from ... import hessian, jena_data, profiles, results
-from ...model import Transformer
+from ...lbfgs import batched_lbfgs
+from ...model import Transformer, attention_weights
 from ...rounding import (
     LAYOUTS,
     NORMS,
@@ -37,7 +41,7 @@ from ...rounding import (
     reading_spectra,
 )
 from ...threads import torch_threads
-from ...train import Stack, batched_adam, descend, stack
+from ...train import Stack, descend, stack
 from ...validate import device as check_device
 
 
@@ -59,8 +63,7 @@ class Settings(profiles.Settings):
     lanczos_steps: int  #: Lanczos steps of lambda_max
     steps: int  #: the horizon T of both step rules
     spectra_every: int  #: iterates between two readings of the ratio
-    adam_steps: int  #: Adam steps of the floor run
-    adam_lr: float  #: Adam's rate in the floor run
+    floor_iterations: int  #: L-BFGS iterations of the best-found loss
     seeds: tuple[int, ...]
     betas: tuple[float, ...]  #: residual strengths
     deficiencies: tuple[int, ...]  #: rank deficiencies k of the floor factor
@@ -71,17 +74,17 @@ class Settings(profiles.Settings):
 CI = Settings(
     file=jena_data.FIXTURE_FILE, sampling=1, train_fraction=0.7, n=8, n_windows=16,
     d_qk=8, d_F=32, tau=None, activation="tanh", mu_factor=1.0, lanczos_steps=16,
-    steps=400, spectra_every=20, adam_steps=800, adam_lr=3e-3, seeds=(0, 1, 2),
+    steps=400, spectra_every=20, floor_iterations=400, seeds=(0, 1, 2),
     betas=(0.0, 0.25, 0.5, 0.75, 1.0), deficiencies=(1, 2, 4), draws=128, threads=1,
 )  # fmt: skip
 BOOK = replace(
     CI, file=jena_data.FULL_FILE, sampling=6, n=24, n_windows=48, steps=1200,
-    spectra_every=50, adam_steps=1200, seeds=(0, 1, 2, 3, 4),
+    spectra_every=50, floor_iterations=800, seeds=(0, 1, 2, 3, 4),
     deficiencies=(1, 2, 4, 8), draws=512,
 )  # fmt: skip
 PAPER = replace(
     BOOK, n_windows=2048, lanczos_steps=20, steps=20000, spectra_every=500,
-    adam_steps=20000, draws=4096, threads=None,
+    floor_iterations=5000, draws=4096, threads=None,
 )  # fmt: skip
 SETTINGS = {"ci": CI, "book": BOOK, "paper": PAPER}
 
@@ -173,12 +176,34 @@ class Data:
 
 
 @dataclass
+class Factors:
+    """At every reading, per seed (arrays (seed, reading)), the factors of the
+    attention-layer output of the sample ``p`` where its smallest singular value is
+    smallest: ``Z_p = P_p X_p W_V + beta X_p`` (eq. ``model-z``). With ``k = min(n,
+    d)``: ``sigma_Z`` = sigma_k(Z_p); ``sigma_PX`` = sigma_k(P_p X_p); ``sigma_P`` =
+    sigma_k(P_p), ``norm_P`` = ||P_p||_2 and ``rank_one`` = sigma_2(P_p) / sigma_1(P_p)
+    (small when the rows of P_p nearly coincide); ``sigma_X`` = sigma_k(X_p) and
+    ``norm_X`` = ||X_p||_2; ``sigma_W_V`` = sigma_min(W_V) and ``norm_W_V`` =
+    ||W_V||_2 (eq. ``jena-factors``)."""
+
+    sigma_Z: np.ndarray
+    sigma_PX: np.ndarray
+    sigma_P: np.ndarray
+    norm_P: np.ndarray
+    rank_one: np.ndarray
+    sigma_X: np.ndarray
+    norm_X: np.ndarray
+    sigma_W_V: np.ndarray
+    norm_W_V: np.ndarray
+
+
+@dataclass
 class Point:
     """What is measured at one ``beta``, per seed: ``lambda_max`` at initialisation, the
-    loss of the floor run (seed, Adam step), the floor ``Phi*`` (the lowest loss of any
-    run of the model), the ratio of eq. ``jena-ratio`` (common step), its eight
-    readings, and the determinant of ``W_V`` along training (at beta = 0, ``Z = P X
-    W_V`` is singular when ``W_V`` is)."""
+    loss of the L-BFGS run (seed, iteration), the best-found loss ``Phi_hat`` (the
+    lowest loss of any run of the model), the ratio of eq. ``jena-ratio`` (common
+    step), its eight readings, and the factors of the smallest per-sample attention
+    output on the grid (common step)."""
 
     beta: float
     sharpness: list[float]
@@ -186,7 +211,7 @@ class Point:
     floor: list[float]
     ratio: list[float]
     readings: list[Reading]  #: found with ``results.pick(readings, precision=...)``
-    det_W_V: np.ndarray  #: det W_V (common step) on the grid, (seed, grid)
+    factors: Factors
 
 
 @dataclass
@@ -286,13 +311,45 @@ def ratio(sigma_min: np.ndarray, norm: np.ndarray) -> np.ndarray:
     )
 
 
+def attention_factors(
+    Z: torch.Tensor, W: dict, X: torch.Tensor, tau: float
+) -> dict[str, torch.Tensor]:
+    """The fields of :class:`Factors` for every model of a stack at one iterate (``W``:
+    its weights, by name), at the sample where ``sigma_k(Z_p)`` is smallest (``Z``: (B,
+    N n, d), ``X``: (N, n, d)); ``sigma_k(Z_p)`` lies between ``sigma_k(P_p X_p)
+    sigma_min(W_V)`` and ``sigma_k(P_p X_p) ||W_V||`` at beta = 0."""
+    B, (N, n, d) = Z.shape[0], X.shape
+    W_Q, W_K, W_V = (W[f"blocks.0.{k}"][:B] for k in ("W_Q", "W_K", "W_V"))
+    P = attention_weights(X, W_Q[:, None], W_K[:, None], tau)
+    sP = torch.linalg.svdvals(P)  # (B, N, n)
+    sZ = torch.linalg.svdvals(Z.reshape(B, N, n, d))[..., -1]  # (B, N): sigma_k
+    sPX = torch.linalg.svdvals(P @ X)[..., -1]
+    sX = torch.linalg.svdvals(X)  # (N, k)
+    sV = torch.linalg.svdvals(W_V)
+    p = sZ.argmin(1)
+    at = (torch.arange(B), p)
+    k = min(n, d)
+    return {
+        "sigma_Z": sZ[at],
+        "sigma_PX": sPX[at],
+        "sigma_P": sP[..., k - 1][at],
+        "norm_P": sP[..., 0][at],
+        "rank_one": (sP[..., 1] / sP[..., 0])[at],
+        "sigma_X": sX[p, -1],
+        "norm_X": sX[p, 0],
+        "sigma_W_V": sV[:, -1],
+        "norm_W_V": sV[:, 0],
+    }
+
+
 # --------------------------------------------------------------------------- run
 def run(
     settings: Settings, *, device: str = "cpu", progress: bool = True, path=None
 ) -> Result:
     """Load the profile's data; train every (beta, seed) model under both step rules at
-    once, and by Adam for its floor; measure the readings and the float32 floor factor.
-    ``path`` reads the data file from there (tests use it)."""
+    once, and by L-BFGS for its best-found loss; measure the readings, the factors of
+    the attention output and the float32 floor factor. ``path`` reads the data file
+    from there (tests use it)."""
     device = check_device(device)
     data = load_data(settings, path=path, progress=progress)
     X = torch.as_tensor(data.X, dtype=torch.float64, device=device)
@@ -314,22 +371,20 @@ def run(
             steps=settings.steps,
             observe=lambda out, W: {
                 **reading_spectra(out.Z[0][:B].reshape(B, -1, d), n),
-                "det W_V": torch.linalg.det(W["blocks.0.W_V"][:B]),
+                **attention_factors(out.Z[0][:B].reshape(B, -1, d), W, X, start.tau),
             },
             observe_every=settings.spectra_every,
             progress=progress,
             desc="GD, both step rules",
             setting="mu_factor",
         )
-        adam = batched_adam(
+        best = batched_lbfgs(
             start,
             X,
             Y,
-            lr=settings.adam_lr,
-            steps=settings.adam_steps,
+            iterations=settings.floor_iterations,
             progress=progress,
-            desc="Adam, the floor",
-            setting="adam_lr",
+            desc="L-BFGS, the best-found loss",
         )
         factors = floor_factors(
             start.forward(X).Z[0].reshape(B, -1, d),
@@ -337,7 +392,8 @@ def run(
             settings.deficiencies,
             settings.draws,
         )
-    floor = np.minimum(adam.min(1), np.minimum(gd.loss[:B].min(1), gd.loss[B:].min(1)))
+    lowest = np.minimum(gd.loss[:B].min(1), gd.loss[B:].min(1))
+    floor = np.minimum(best.loss.min(1), lowest)
     runs, points = [], []
     for i, beta in enumerate(betas):
         sl = slice(i * S, (i + 1) * S)
@@ -379,11 +435,13 @@ def run(
             Point(
                 beta,
                 lam[sl].tolist(),
-                adam[sl],
+                best.loss[sl],
                 floor[sl].tolist(),
                 ratio(gd.sigma_min[sl], gd.sigma_max[sl]).tolist(),
                 readings,
-                gd.observed["det W_V"][sl],
+                Factors(
+                    **{k: gd.observed[k][sl] for k in Factors.__dataclass_fields__}
+                ),
             )
         )
     sx = torch.linalg.svdvals(X.reshape(-1, d))

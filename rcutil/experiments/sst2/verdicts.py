@@ -1,13 +1,13 @@
-"""The SST-2 chapter's acceptance checks and its three claims, and the readings of a
-stored :class:`~rcutil.experiments.sst2.Result` that decide them: the arms by depth,
-whether an arm barely trains, whether the control stalls."""
+"""The SST-2 chapter's acceptance checks and its claims, and the readings of a stored
+:class:`~rcutil.experiments.sst2.Result` that decide them: the arms by depth and
+budget, whether an arm barely trains, whether the control stalls. Each init of the
+profile (from scratch; in ``paper`` also GPT-2 small's weights) decides its own rows."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ... import claims as rules
-from ... import results
 from ...checks import Check
 from . import CURVES, Result, Settings
 
@@ -15,6 +15,12 @@ from . import CURVES, Result, Settings
 BARELY_MARGIN = 0.05
 #: A mean training error at most this is a fit of (nearly) every sentence: a floor.
 FLOOR_ERROR = 0.02
+#: The deeper arms without residuals end markedly closer to rank one when
+#: :func:`rank_separation` is at least this.
+RANK_SEPARATES = 1.5
+#: The two measures of the depth comparison: the claim's (training error) and the
+#: cross-entropy, which has no floor at these sizes.
+MEASURES = {"error": "final_error", "loss": "final_loss"}
 
 
 def ratio(a: np.ndarray, b: np.ndarray, i: int, j: int) -> float:
@@ -22,61 +28,66 @@ def ratio(a: np.ndarray, b: np.ndarray, i: int, j: int) -> float:
     return float(a[:, i].mean() / b[:, j].mean())
 
 
-def arms(result: Result, init: str = "scratch") -> tuple[dict, dict]:
-    """The runs of ``init`` with (``w``) and without (``wo``) residuals, by depth."""
-    layers = result.settings.layers
+def arms(result: Result, init: str = "scratch", budget: int | None = None):
+    """The runs of ``init`` at ``budget`` (default the book's, ``steps``) with
+    (``w``) and without (``wo``) residuals, by depth (an arm not trained at that budget
+    is left out)."""
+    s = result.settings
+    budget = s.steps if budget is None else budget
     return tuple(
-        {L: results.pick(result.runs, init=init, layers=L, residual=r) for L in layers}
-        for r in (True, False)
+        {
+            r.layers: r
+            for r in result.runs
+            if (r.init, r.residual, r.budget) == (init, residual, budget)
+        }
+        for residual in (True, False)
     )
+
+
+def budgets(result: Result) -> list[int]:
+    """The budgets of the depth comparison: the book's first."""
+    return list(result.budgets)
 
 
 def checks(result: Result) -> list[Check]:
     """The chapter's acceptance table."""
     s, layers = result.settings, result.settings.layers
     finite = all(np.isfinite(getattr(r, k)).all() for r in result.runs for k in CURVES)
-    shapes = {r.train_error.shape for r in result.runs}
-    complete = shapes == {(len(s.seeds), len(result.runs[0].steps))}
+    complete = all(
+        r.train_error.shape[0]
+        == (len(s.seeds) if r.budget == s.steps else s.long_seeds)
+        for r in result.runs
+    )
+    same_steps = len({tuple(r.steps) for r in result.runs if r.budget == s.steps}) == 1
     unreported = s.selection_seed not in s.seeds
+    edges = [x for x in result.selections if x.at_edge]
     rows = [
         Check("every recorded number is finite", finite, "==", True),
-        Check("every arm has every seed and the same evaluation steps", complete, "==", True),
+        Check("every arm has its seeds, and the same evaluation steps", complete and same_steps, "==", True),
         Check("the selection seed is not a reported seed", unreported, "==", True),
+        Check("chosen rates without a worse neighbour on each side of their grid", len(edges), "==", 0),
         Check("share of GPT-2's 50,257 token ids the data reads", result.vocabulary_size / 50_257, "<", 0.5),
     ]  # fmt: skip
     for init in s.inits:
         w, wo = arms(result, init)
         loss = max(ratio(w[L].train_loss, w[L].train_loss, -1, 0) for L in layers)
         start = min(ratio(w[L].stable_rank, wo[L].stable_rank, 0, 0) for L in layers)
-        deep = f"$L \\geq {layers[1]}$"
-        end = min(
-            ratio(w[L].effective_rank, wo[L].effective_rank, -1, -1) for L in layers[1:]
-        )
         rows += [
             Check(f"{init}, w: final over initial training loss, largest over $L$", loss, "<", 1.0),
-            Check(f"{init}: stable rank of $z_L$ at step 0, w over wo, smallest over $L$", start, ">=", 2.0),
-            Check(f"{init}: effective rank of $z_L$ at the end, w over wo, smallest, {deep}", end, ">=", 1.5),
+            Check(f"{init}: stable rank of $Z_L$ at step 0, w over wo, smallest over $L$", start, ">=", 2.0),
         ]  # fmt: skip
     return rows
 
 
-def all_of(outcomes) -> str:
-    """A claim that needs every part: ``FAILS`` when a part fails, ``HOLDS`` when all
-    hold, else ``UNRESOLVED``."""
-    outcomes = list(outcomes)
-    if rules.FAILS in outcomes:
-        return rules.FAILS
-    return rules.HOLDS if all(o == rules.HOLDS for o in outcomes) else rules.UNRESOLVED
-
-
-def barely_trains(errors, majority: float) -> str:
-    """``HOLDS`` when the mean final error lies at least 2 s.e. above ``majority -
-    BARELY_MARGIN``, ``FAILS`` when 2 s.e. below, else ``UNRESOLVED`` (so for one
-    seed)."""
-    mean, se = rules.mean_se(errors)
-    if mean - 2 * se >= majority - BARELY_MARGIN:
-        return rules.HOLDS
-    return rules.FAILS if mean + 2 * se < majority - BARELY_MARGIN else rules.UNRESOLVED
+def rank_separation(result: Result, init: str = "scratch") -> float:
+    """The effective rank of the last block's attention output at the end of training,
+    with residuals over without, smallest over the depths from the second up (seed
+    means): how far the deeper models without residuals end closer to rank one."""
+    w, wo = arms(result, init)
+    return min(
+        ratio(w[L].effective_rank, wo[L].effective_rank, -1, -1)
+        for L in result.settings.layers[1:]
+    )
 
 
 def control_stalls(result: Result) -> bool:
@@ -96,87 +107,165 @@ def at_paper_scale(settings: Settings) -> bool:
     return (s.d_model, s.n_head, s.d_ff, s.n_train) == (768, 12, 3072, None)
 
 
-def protocol(settings: Settings) -> str:
-    """The setting behind the numbers, for the claims' rows."""
+def setting(settings: Settings, init: str, budget: int | None = None) -> rules.Setting:
+    """How the book's test differs from the paper's, in a few words."""
     s = settings
+    start = {
+        "scratch": f"from scratch at width {s.d_model}",
+        "pretrained": "GPT-2 small's published weights, the first L blocks",
+    }[init]
     n = "all" if s.n_train is None else f"{s.n_train:,} of the"
-    rates = ", ".join(f"{lr:g}" for lr in s.lr_grid["scratch"].w)
-    return (
-        f"GPT-2 architecture from scratch, width {s.d_model}, {n} 67,349 training "
-        f"sentences, {s.steps:,} AdamW steps, {len(s.seeds)} seeds; each arm at the "
-        f"rate (of {rates}) with the lowest full-length training loss of an "
-        f"unreported seed"
+    out = [start, f"{n} 67,349 training sentences"]
+    out += [f"{budget or s.steps:,} AdamW steps", f"{len(s.seeds)} seeds"]
+    out.append("each arm at its own rate, chosen on an unreported seed")
+    return rules.reconstruction(*out)
+
+
+def depth_part(result: Result, init: str, budget: int, measure: str) -> rules.Part:
+    """ "Deeper reaches lower" at one budget in one measure: the ordered trend of the
+    final value along ``L`` with residuals, paired by seed (the depths of one seed
+    read the same batches)."""
+    w, _ = arms(result, init, budget)
+    layers = result.settings.layers
+    return rules.ordered_trend(
+        layers,
+        [getattr(w[L], MEASURES[measure]) for L in layers],
+        direction="less",
+        paired=True,
+        label=f"{measure} at {budget:,} steps, slope per depth",
+    )
+
+
+def depth_at_floor(result: Result, init: str, budget: int) -> list[int]:
+    """The shallower depths whose mean training error is within :data:`FLOOR_ERROR`
+    of zero at ``budget``: a deeper model cannot end lower there."""
+    w, _ = arms(result, init, budget)
+    layers = result.settings.layers
+    return [L for L in layers[:-1] if w[L].final_error.mean() <= FLOOR_ERROR]
+
+
+def depth_decision(
+    result: Result, init: str, budget: int, measure: str
+) -> rules.Decision:
+    """The rule on :func:`depth_part`, with the floor guard on the training error."""
+    floor = depth_at_floor(result, init, budget) if measure == "error" else []
+    why = (
+        f"at {budget:,} steps the training error of L = {', '.join(map(str, floor))} "
+        f"is within {FLOOR_ERROR} of zero, so a deeper model cannot end lower"
+    )
+    return rules.decision(
+        depth_part(result, init, budget, measure),
+        measurable=not floor,
+        why_not_measurable=why if floor else "",
+    )
+
+
+def suffix(init: str) -> str:
+    return "" if init == "scratch" else f"-{init}"
+
+
+def _errors(arm: dict) -> str:
+    return ", ".join(
+        f"L = {L}: {rules.fmt(*rules.mean_se(run.final_error))}"
+        for L, run in arm.items()
     )
 
 
 def claims(result: Result) -> list[rules.Claim]:
-    """The three claims of experiment 2, decided on the ``scratch`` arms over seeds."""
+    """The three claims of experiment 2 for every init of the profile, each decided
+    over seeds at the book's budget."""
     s = result.settings
-    layers, n, deep = s.layers, len(s.seeds), s.layers[1:]
-    w, wo = arms(result)
-    deviation = not at_paper_scale(s)
-    why = protocol(s) + ("; smaller than GPT-2 small on all of SST-2" * deviation)
-    mean_w = {L: w[L].final_error.mean() for L in layers}
-    mean_wo = {L: wo[L].final_error.mean() for L in layers}
+    rows = []
+    for init in s.inits:
+        rows += _claims_of(result, init)
+    return rows
+
+
+def _claims_of(result: Result, init: str) -> list[rules.Claim]:
+    s = result.settings
+    layers, deep, tag = s.layers, s.layers[1:], suffix(init)
+    w, wo = arms(result, init)
+    where = "" if init == "scratch" else ", from GPT-2 small's weights"
     stalled = result.majority_error - BARELY_MARGIN
 
-    def errors(arm):
-        return ", ".join(
-            f"L = {L}: {rules.fmt(*rules.mean_se(arm[L].final_error))}" for L in layers
+    lower = [
+        rules.comparison(
+            w[L].final_error,
+            wo[L].final_error,
+            direction="less",
+            paired=True,
+            label=f"L = {L}: w − wo",
         )
-
-    lower = {L: rules.compare(w[L].final_error, wo[L].final_error) for L in layers}
-    floor = any(
-        mean_wo[L] <= FLOOR_ERROR or min(mean_w[L], mean_wo[L]) >= stalled
         for L in layers
+    ]
+    floor = [
+        L
+        for L in layers
+        if wo[L].final_error.mean() <= FLOOR_ERROR
+        or min(w[L].final_error.mean(), wo[L].final_error.mean()) >= stalled
+    ]
+    why = (
+        f"at L = {', '.join(map(str, floor))} the arm without residuals is within "
+        f"{FLOOR_ERROR} of zero error, or both arms end within {BARELY_MARGIN} of the "
+        "majority-label error"
     )
+    d_lower = rules.decision(lower, measurable=not floor, why_not_measurable=why)
     claim_lower = rules.Claim(
-        "sst2-lower",
-        "SST-2: residuals give lower training error at every depth",
+        f"sst2-lower{tag}",
+        f"SST-2{where}: residuals give lower training error at every depth",
         "with residuals the training error is lower at every depth $L = 2, 6, 10$",
-        "; ".join(f"L = {L}: {c.text('w', 'wo')}" for L, c in lower.items()),
-        rules.decide(
-            all_of(c.outcome for c in lower.values()), deviation=deviation, floor=floor
-        ),
-        why,
-        rule="at every depth, w below wo by " + rules.rule_text(n) + "; not reproduced "
-        "when a depth goes the other way; inconclusive when wo is within "
-        f"{FLOOR_ERROR} of zero error or both arms end within {BARELY_MARGIN} of "
-        "the majority-label error",
+        f"final training error, w: {_errors(w)}; wo: {_errors(wo)}",
+        d_lower.verdict,
+        d_lower.reason(),
+        rule=d_lower.rule(),
+        setting=setting(s, init),
+        decision=d_lower,
     )
 
-    depth = rules.trend(layers, [w[L].final_error for L in layers])
-    steps = ", ".join(
-        f"L = {b} below L = {a}: p = {c.p:.2g} (above: p = {c.p_reverse:.2g})"
-        for a, b, c in zip(layers, layers[1:], depth.steps)
-    )
+    main = depth_decision(result, init, s.steps, "error")
+    readings = [
+        f"{b:,} steps, {m}: {depth_decision(result, init, b, m).verdict}"
+        for b in budgets(result)
+        for m in MEASURES
+        if (b, m) != (s.steps, "error") and arms(result, init, b)[0]
+    ]
     claim_depth = rules.Claim(
-        "sst2-depth",
-        "SST-2: with residuals the error keeps falling as $L$ grows",
+        f"sst2-depth{tag}",
+        f"SST-2{where}: with residuals the error keeps falling as $L$ grows",
         "with residuals, deeper models reach a lower training error",
-        f"w: {errors(w)}; {steps}",
-        rules.decide(
-            depth.outcome,
-            deviation=deviation,
-            floor=any(mean_w[L] <= FLOOR_ERROR for L in layers[:-1]),
-        ),
-        why,
-        rule="each depth below the one before by " + rules.rule_text(n) + "; not "
-        "reproduced when a step or the two ends go the other way; inconclusive "
-        f"when a shallower model is within {FLOOR_ERROR} of zero error",
+        f"decided at {s.steps:,} steps in the training error, w: {_errors(w)}; the "
+        f"other readings: {'; '.join(readings) or 'none'}",
+        main.verdict,
+        f"at {s.steps:,} steps: " + main.reason(),
+        rule=main.rule(),
+        setting=setting(s, init),
+        decision=main,
     )
 
-    stalls = [barely_trains(wo[L].final_error, result.majority_error) for L in deep]
+    margin = result.majority_error - BARELY_MARGIN
+    stall = [
+        rules.comparison(
+            wo[L].final_error,
+            np.zeros(len(wo[L].final_error)),
+            direction="greater",
+            paired=True,
+            shift=margin,
+            label=f"L = {L}: wo − (majority − {BARELY_MARGIN:g})",
+        )
+        for L in deep
+    ]
+    d_stall = rules.decision(stall)
     claim_stall = rules.Claim(
-        "sst2-noresidual",
-        "SST-2: without residuals deeper models end within "
+        f"sst2-noresidual{tag}",
+        f"SST-2{where}: without residuals deeper models end within "
         f"{BARELY_MARGIN} of the majority-label error",
         "without residuals the deeper models barely train",
-        f"wo: {errors(wo)}; majority-label error {result.majority_error:.3f}",
-        rules.decide(all_of(stalls), deviation=deviation),
-        why,
-        rule=f"at every L >= {deep[0]} without residuals, the mean final training "
-        f"error lies at least 2 s.e. above the majority-label error minus "
-        f"{BARELY_MARGIN}; not reproduced when it lies 2 s.e. below it",
+        f"final training error, wo: {_errors(wo)}; majority-label error "
+        f"{result.majority_error:.3f}",
+        d_stall.verdict,
+        d_stall.reason(),
+        rule=d_stall.rule(),
+        setting=setting(s, init),
+        decision=d_stall,
     )
     return [claim_lower, claim_depth, claim_stall]
