@@ -611,7 +611,16 @@ def test_the_rank_separation_reads_the_end_of_the_deeper_arms():
     assert edited(6, -1) == pytest.approx(11 / (2 + 9 / 5))
     assert edited(2, -1) == pytest.approx(5.5)
     assert edited(6, 0) == pytest.approx(5.5)
-    assert verdicts.rank_separation(stored()) >= verdicts.RANK_SEPARATES > 1
+    assert verdicts.collapses_without_residuals(stored())
+    high = stored()
+    for r in high.runs:
+        if not r.residual:
+            r.effective_rank[:, -1] = 11 / 1.5  # the ratio at its bound, then above it
+    assert verdicts.collapses_without_residuals(high)
+    for r in high.runs:
+        if not r.residual:
+            r.effective_rank[:, -1] = 11 / 1.49
+    assert not verdicts.collapses_without_residuals(high)
 
 
 # ----------------------------------------------------------------- acceptance

@@ -15,9 +15,6 @@ from . import CURVES, Result, Settings
 BARELY_MARGIN = 0.05
 #: A mean training error at most this is a fit of (nearly) every sentence: a floor.
 FLOOR_ERROR = 0.02
-#: The deeper arms without residuals end markedly closer to rank one when
-#: :func:`rank_separation` is at least this.
-RANK_SEPARATES = 1.5
 #: The two measures of the depth comparison: the claim's (training error) and the
 #: cross-entropy, which has no floor at these sizes.
 MEASURES = {"error": "final_error", "loss": "final_loss"}
@@ -88,6 +85,12 @@ def rank_separation(result: Result, init: str = "scratch") -> float:
         ratio(w[L].effective_rank, wo[L].effective_rank, -1, -1)
         for L in result.settings.layers[1:]
     )
+
+
+def collapses_without_residuals(result: Result, init: str = "scratch") -> bool:
+    """Whether the deeper arms without residuals end markedly closer to rank one than
+    those with residuals: :func:`rank_separation` at least 1.5."""
+    return rank_separation(result, init) >= 1.5
 
 
 def control_stalls(result: Result) -> bool:
