@@ -993,6 +993,26 @@ class Claim:
                 "resolve it: pass would_take (longer runs, another profile, ...)"
             )
 
+    @classmethod
+    def tested(
+        cls,
+        key: str,
+        claim: str,
+        paper: str,
+        book: str,
+        decision: Decision,
+        *,
+        setting: Setting,
+        reason_prefix: str = "",
+    ) -> Claim:
+        """The row of a claim decided by ``decision``: its verdict, reason (after
+        ``reason_prefix``) and rule."""  # fmt: skip
+        return cls(
+            key, claim, paper, book, decision.verdict,
+            reason_prefix + decision.reason(), rule=decision.rule(), setting=setting,
+            decision=decision,
+        )  # fmt: skip
+
     @property
     def mark(self) -> str:
         return MARKS[self.verdict]

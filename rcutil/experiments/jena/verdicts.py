@@ -395,30 +395,24 @@ def claims(result: Result) -> list[Claim]:
         for rule in RULES
     )
     tr = order_decision(result)
-    order_row = Claim(
+    order_row = Claim.tested(
         "jena-order",
         "Jena: larger $\\beta$ converges faster",
         "the larger $\\beta$, the faster GD converges",
         f"{where} per $\\beta$, {per_rule}; the other readings: "
         + readings_text(result, order_decision),
-        tr.verdict,
-        tr.reason(),
-        rule=tr.rule(),
+        tr,
         setting=setting(result),
-        decision=tr,
     )
     st = stall_decision(result)
-    stall_row = Claim(
+    stall_row = Claim.tested(
         "jena-stall",
         "Jena: $\\beta = 0$ stalls",
         "without the residual GD is very slow or stalls",
         f"{where} per $\\beta$, {per_rule}; the other readings: "
         + readings_text(result, stall_decision),
-        st.verdict,
-        st.reason(),
-        rule=st.rule(),
+        st,
         setting=setting(result),
-        decision=st,
     )
     gap = rules.decision(ratio_gap(result))
     low, high = paper_norms(result)

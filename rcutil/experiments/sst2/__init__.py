@@ -297,6 +297,23 @@ def next_rate(rates: list[float], up: bool) -> float | None:
     return RATE_LADDER[j] if 0 <= j < len(RATE_LADDER) else None
 
 
+def train_jobs(
+    settings: Settings, jobs: list[Job], progress: bool, desc: str, unit: str
+) -> list[list[dict]]:
+    """:func:`train_job` of every job, on ``settings.workers`` processes side by side
+    (:func:`rcutil.parallel.parallel_map`; ``--estimate`` probes one job per shape)."""
+    return parallel_map(
+        train_job,
+        jobs,
+        workers=settings.workers,
+        cost=lambda j: j.cost,
+        shape=lambda j: j.shape,
+        progress=progress,
+        desc=desc,
+        unit=unit,
+    )
+
+
 def chosen(tried: dict[float, tuple[float, float]]) -> float:
     """The rate with the lowest final training loss (the smaller of a tie)."""
     return min(sorted(tried), key=lambda lr: tried[lr][0])
@@ -336,16 +353,7 @@ def select_rates(
             )
             for arm, rates in pending.items()
         ]
-        curves = parallel_map(
-            train_job,
-            jobs,
-            workers=s.workers,
-            cost=lambda j: j.cost,
-            shape=lambda j: j.shape,
-            progress=progress,
-            desc="rate grids",
-            unit="grid",
-        )
+        curves = train_jobs(s, jobs, progress, "rate grids", "grid")
         for arm, rates, runs in zip(pending, pending.values(), curves):
             for lr, c in zip(rates, runs):
                 loss = c["train_loss"][-1]
@@ -475,16 +483,7 @@ def run(settings: Settings, *, device: str = "cpu", progress: bool = True) -> Re
         jobs.append(
             Job(s, init, layers, residual, budget, tuple(members), device=device)
         )
-    curves = parallel_map(
-        train_job,
-        jobs,
-        workers=s.workers,
-        cost=lambda j: j.cost,
-        shape=lambda j: j.shape,
-        progress=progress,
-        desc="seeds of every arm",
-        unit="arm",
-    )
+    curves = train_jobs(s, jobs, progress, "seeds of every arm", "arm")
     runs, control = [], None
     for job, arm_curves in zip(jobs, curves):
         n = len(s.seeds) if job.steps == s.steps else s.long_seeds

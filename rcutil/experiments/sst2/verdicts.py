@@ -213,16 +213,13 @@ def _claims_of(result: Result, init: str) -> list[rules.Claim]:
         "majority-label error"
     )
     d_lower = rules.decision(lower, measurable=not floor, why_not_measurable=why)
-    claim_lower = rules.Claim(
+    claim_lower = rules.Claim.tested(
         f"sst2-lower{tag}",
         f"SST-2{where}: residuals give lower training error at every depth",
         "with residuals the training error is lower at every depth $L = 2, 6, 10$",
         f"final training error, w: {_errors(w)}; wo: {_errors(wo)}",
-        d_lower.verdict,
-        d_lower.reason(),
-        rule=d_lower.rule(),
+        d_lower,
         setting=setting(s, init),
-        decision=d_lower,
     )
 
     main = depth_decision(result, init, s.steps, "error")
@@ -232,17 +229,15 @@ def _claims_of(result: Result, init: str) -> list[rules.Claim]:
         for m in MEASURES
         if (b, m) != (s.steps, "error") and arms(result, init, b)[0]
     ]
-    claim_depth = rules.Claim(
+    claim_depth = rules.Claim.tested(
         f"sst2-depth{tag}",
         f"SST-2{where}: with residuals the error keeps falling as $L$ grows",
         "with residuals, deeper models reach a lower training error",
         f"decided at {s.steps:,} steps in the training error, w: {_errors(w)}; the "
         f"other readings: {'; '.join(readings) or 'none'}",
-        main.verdict,
-        f"at {s.steps:,} steps: " + main.reason(),
-        rule=main.rule(),
+        main,
         setting=setting(s, init),
-        decision=main,
+        reason_prefix=f"at {s.steps:,} steps: ",
     )
 
     margin = result.majority_error - BARELY_MARGIN
@@ -258,17 +253,14 @@ def _claims_of(result: Result, init: str) -> list[rules.Claim]:
         for L in deep
     ]
     d_stall = rules.decision(stall)
-    claim_stall = rules.Claim(
+    claim_stall = rules.Claim.tested(
         f"sst2-noresidual{tag}",
         f"SST-2{where}: without residuals deeper models end within "
         f"{BARELY_MARGIN} of the majority-label error",
         "without residuals the deeper models barely train",
         f"final training error, wo: {_errors(wo)}; majority-label error "
         f"{result.majority_error:.3f}",
-        d_stall.verdict,
-        d_stall.reason(),
-        rule=d_stall.rule(),
+        d_stall,
         setting=setting(s, init),
-        decision=d_stall,
     )
     return [claim_lower, claim_depth, claim_stall]
