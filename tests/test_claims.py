@@ -1576,3 +1576,22 @@ def test_a_tiny_observed_effect_ties_only_with_equal_rearrangements():
     t0 = diffs[0]  # the observed split comes first
     assert out["p_less"] == pytest.approx(sum(d <= t0 for d in diffs) / 20)
     assert out["p_greater"] == pytest.approx(sum(d >= t0 for d in diffs) / 20)
+
+
+def test_a_tie_that_rounding_splits_counts_as_in_scipys_p_values():
+    """0.5 + 0.3 + 0.6 and its rearrangements differ in the last bit only: ties, on
+    both sides, within scipy's tolerance of 100 epsilons of the observed difference."""
+    a, b = [0.5, 0.3, 0.6], [0.5, 0.2, 0.3]
+    out = C.permutation_tests(C.TWO_ARMS, [a, b])
+    for side in ("less", "greater"):
+        ref = stats.permutation_test(
+            (np.array(a), np.array(b)),
+            lambda x, y, axis: x.mean(axis) - y.mean(axis),
+            permutation_type="independent",
+            vectorized=True,
+            n_resamples=np.inf,
+            alternative=side,
+        )
+        assert out[f"p_{side}"] == pytest.approx(ref.pvalue, abs=1e-12), side
+    # in decimal arithmetic, 19 of the 20 splits lie at or below the observed one
+    assert out["p_less"] == pytest.approx(19 / 20)
