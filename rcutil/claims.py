@@ -908,7 +908,8 @@ def seeds_needed(d: Decision, power_: float = POWER) -> int | None:
     while hi - lo > 1:  # power grows with n: bisect
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if reached(mid) else (mid, hi)
-    return hi
+    # the doubling overshoots MOST_SEEDS (up to 16,384): beyond it, one answer
+    return hi if hi <= MOST_SEEDS else MOST_SEEDS + 1
 
 
 def _sign(direction: str) -> int:

@@ -45,8 +45,6 @@ __all__ = [
     "family",
     "render",
     "show",
-    "table",
-    "markdown_table",
 ]
 
 #: The class of a card per verdict (CSS in book/_static/rcutil.css).
@@ -70,10 +68,8 @@ def gather(profile: str | None = None, *, progress: bool = False) -> dict[str, o
 
 
 def _claims_function(name: str):
-    module = getattr(experiments, "verdicts", None)
-    if callable(module):  # an experiment as a package: its claims in verdicts.py
-        return module(name).claims
-    return experiments.load(name).claims
+    """The ``claims`` of experiment ``name`` (in its package's ``verdicts.py``)."""
+    return experiments.verdicts(name).claims
 
 
 def claims_of(name: str, result) -> list[Claim]:
@@ -232,26 +228,3 @@ def show(rows: list[Claim], *, brief: bool = False, links: bool = True):
     from IPython.display import Markdown
 
     return Markdown(render(rows, brief=brief, links=links))
-
-
-def markdown_table(rows: list[Claim], *, short: bool = False) -> str:
-    """The rows as :func:`render` shows them (``short``: one line per claim); the name
-    of the first rendering, kept for the chapters that call it."""
-    return render(rows, brief=short)
-
-
-class Rendered(str):
-    """Claims rendered by :func:`render`: MyST that a notebook shows as Markdown."""
-
-    def markdown(self) -> str:
-        return str(self)
-
-    def _repr_markdown_(self) -> str:
-        return str(self)
-
-
-def table(rows: list[Claim], *, short: bool = False) -> Rendered:
-    """The rows as :func:`render` shows them (``short``: one line per claim), for a
-    notebook cell; the name of the first rendering, kept for the chapters that call
-    it."""
-    return Rendered(render(rows, brief=short))

@@ -4,8 +4,8 @@ as aligned plain text when printed.
 :func:`table` formats each number by its column's format specification; a chapter shows
 the result as the last expression of a cell (a MyST table: math and roles in its cells
 are typeset) or prints it (aligned text that fits the page's column: text to the left,
-numbers to the right). The acceptance table (:func:`rcutil.checks.table`) and the
-report's table (:func:`rcutil.report.table`) are tables of this kind.
+numbers to the right). The acceptance table (:func:`rcutil.checks.table`) is a table
+of this kind.
 """
 
 from __future__ import annotations

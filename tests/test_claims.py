@@ -5,7 +5,9 @@ effect, simulated for each structure of the book's claims with its seed counts."
 import functools
 import itertools
 import math
+import warnings
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -132,7 +134,12 @@ def test_p_values_and_interval_are_those_of_every_rearrangement(data, shift):
     p_less, p_greater = oracle(design, samples, shift)
     assert out["p_less"] == pytest.approx(p_less, abs=1e-12)
     assert out["p_greater"] == pytest.approx(p_greater, abs=1e-12)
-    # the interval: the effects the same test does not reject
+    assert_interval_inverts_the_test(design, samples, out, shift)
+
+
+def assert_interval_inverts_the_test(design, samples, out, shift=0.0):
+    """The interval holds the effects the same test does not reject (by the oracle),
+    and it excludes ``shift`` exactly when the test decides."""
     low, high = float(out["low"]), float(out["high"])
     assert low <= float(out["estimate"]) + 1e-9 <= high + 2e-9
     eps = 1e-6 * (1 + abs(low) + abs(high))
@@ -165,6 +172,8 @@ def test_five_paired_seeds_give_the_range_of_the_differences():
     assert part.coverage == pytest.approx(1 - 2 / 32) and part.size == 32
     # 4 of 5 differences positive: p = 2/32 (the observed and the all-positive flip)
     assert part.p == pytest.approx(2 / 32) and part.p > LEVEL
+    # against the claim "greater": the p-value of "less"
+    assert part.p_against == pytest.approx(oracle(C.PAIRED, part.values)[0])
 
 
 def test_only_five_same_sign_paired_seeds_can_reach_the_level():
@@ -470,7 +479,9 @@ def _extreme(n, k, paired, way):
         (5, 1, True, {"for", "against"}),
         (5, 2, True, {"for"}),  # 1/32 is above 0.05/2
         (4, 1, True, set()),  # 1/16 is above 0.05
+        (4, 2, True, set()),  # 1/16 is above 0.05 and 0.05/2
         (3, 2, False, {"for"}),  # 1/20: at 0.05, not at 0.025
+        (3, 1, False, {"for", "against"}),  # 1/20: at the level itself
         (2, 1, False, set()),  # 1/6
         (4, 2, False, {"for", "against"}),  # 1/70
     ],
@@ -485,6 +496,7 @@ def test_the_rule_says_which_verdicts_its_seeds_can_reach(n, k, paired, reach):
     size = C.group_size(C.PAIRED if paired else C.TWO_ARMS, [n, n])
     if reach == {"for", "against"}:
         assert limits == "" and "with these seeds" not in rule
+        assert rule.endswith(", else inconclusive" if k == 1 else "; else inconclusive")
     else:
         assert rule.endswith("; " + limits) and f"1/{size:,}," in limits
         named = {"for": "for the claim", "against": "against the claim"}
@@ -494,6 +506,13 @@ def test_the_rule_says_which_verdicts_its_seeds_can_reach(n, k, paired, reach):
             (missing,) = {"for", "against"} - reach
             assert f"cannot decide {named[missing]}" in limits
     assert "above 0.05" in limits or not limits
+    # the level against the claim is Holm's level/k
+    if "cannot decide against" in limits:
+        assert limits.endswith(f"is above 0.05/{k})" if k > 1 else "is above 0.05)")
+    if not reach:
+        assert limits.endswith(
+            "is above 0.05 and 0.05/2)" if k > 1 else "is above 0.05)"
+        )
 
 
 def test_the_rule_counts_the_random_rearrangements_it_drew():
@@ -1065,7 +1084,10 @@ def test_an_arm_of_one_seed_is_tested_over_its_few_rearrangements(design, sample
     batch = C.permutation_tests(
         design, [np.stack([s, s]) for s in map(np.array, samples)]
     )
-    assert batch["p_less"].shape == (2,) and batch["p_less"][0] == batch["p_less"][1]
+    single = C.permutation_tests(design, samples)
+    assert batch["p_less"].shape == (2,)
+    for key in ("p_less", "p_greater", "low", "high", "estimate"):
+        assert batch[key].tolist() == [single[key]] * 2, key
 
 
 def test_one_seed_against_nineteen_can_reach_the_level():
@@ -1334,3 +1356,242 @@ def test_number_formats_at_their_edges():
     assert C.num(99999.0) == "1e+05" and C.num(100000.0) == "1.00e+05"
     assert C.num(2e-5, digits=2) == "2.0e−05" and C.num(2e-5, digits=1) == "2.0e−05"
     assert C.num(-2.5, digits=2) == "−2.5"
+
+
+# ---------------------------------------------------------------- edges of the rules
+def test_one_seed_has_a_mean_and_no_standard_error_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mean, se = C.mean_se([3.0])
+    assert mean == 3.0 and math.isnan(se)
+    assert C.mean_se([1.0, 3.0]) == (2.0, pytest.approx(1.0))
+    assert C.fmt(mean, se) == "3"
+
+
+def test_mean_and_standard_error_show_three_digits_unless_asked():
+    assert C.fmt(1.23456, 0.01234) == "1.23 ± 0.012"
+    assert C.fmt(1.23456, 0.01234, digits=2) == "1.2 ± 0.012"
+
+
+def test_a_part_with_values_that_are_not_finite_is_named():
+    with pytest.raises(ValueError, match="β = 1: the values must be finite"):
+        C.comparison([1, math.inf], [3, 4], direction="less", label="β = 1")
+    with pytest.raises(ValueError, match="two arms: the values must be finite"):
+        C.comparison([1, math.nan], [3, 4], direction="less")
+
+
+def test_the_tests_run_without_warnings_for_every_design():
+    cases = [
+        (C.TWO_ARMS, [[1.0, 2, 3], [4.0, 5, 6]]),
+        (C.TWO_ARMS, [[1.0], [2.0, 3]]),
+        (C.PAIRED, [[1.0, 2, 3], [0.0, 0, 0]]),
+        (C.PAIRED, [[1.0], [0.0]]),
+        (C.TREND, [[1.0, 2], [3.0, 4], [5.0, 6]]),
+        (C.PAIRED_TREND, [[1.0, 2], [3.0, 4], [5.0, 6]]),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for design, samples in cases:
+            out = C.permutation_tests(design, samples)
+            assert out["low"] <= out["estimate"] <= out["high"]
+
+
+def test_the_random_rearrangements_are_drawn_with_seed_zero_unless_asked():
+    rng = np.random.default_rng(4)
+    levels = [rng.normal(size=5) + 0.3 * j for j in range(3)]
+    keys = ("p_less", "p_greater", "low", "high")
+    got = C.permutation_tests(C.TREND, levels, resamples=99)
+    zero = C.permutation_tests(C.TREND, levels, resamples=99, seed=0)
+    one = C.permutation_tests(C.TREND, levels, resamples=99, seed=1)
+    assert all(got[k] == zero[k] for k in keys)
+    assert any(got[k] != one[k] for k in keys)
+
+
+def test_the_enumeration_stops_at_its_limit_itself():
+    a, b = [1.0, 2, 3, 4, 5], [6.0, 7, 8, 9, 10]
+    at = C.permutation_tests(C.TWO_ARMS, [a, b], exact_limit=252)
+    assert at["exact"] and at["size"] == 252 and at["p_less"] == pytest.approx(1 / 252)
+    below = C.permutation_tests(C.TWO_ARMS, [a, b], exact_limit=251, resamples=99)
+    assert not below["exact"] and below["size"] == 100
+    assert 1 / 100 <= below["p_less"] <= LEVEL  # (b + 1) / (R + 1)
+
+
+def test_two_seeds_per_level_beyond_the_enumeration_are_drawn_at_random():
+    """2 seeds at each of 5 levels: 113,400 rearrangements, more than the enumeration;
+    two seeds per arm are scipy's test, which draws them."""
+    levels = [[j, j + 0.5] for j in range(5)]
+    out = C.permutation_tests(C.TREND, levels, resamples=99)
+    assert not out["exact"] and out["size"] == 100
+    assert out["p_greater"] == pytest.approx(1 / 100)
+
+
+def test_an_observed_effect_of_exactly_zero_has_the_interval_of_its_test():
+    """The observed split ties with itself at zero tolerance: it counts on both sides
+    of the interval, as in the p-values."""
+    for design, samples in [
+        (C.TWO_ARMS, [[0.0, 1.0, 2.0, 4.0], [2.0, 0.0, 1.0, 4.0]]),
+        (C.PAIRED, [[1.0, -1.0, 2.0, -2.0, 3.0, -3.0], [0.0] * 6]),
+    ]:
+        out = C.permutation_tests(design, samples)
+        assert out["estimate"] == 0.0
+        assert (out["p_less"], out["p_greater"]) == pytest.approx(
+            oracle(design, samples), abs=1e-12
+        )
+        assert math.isfinite(out["low"]) and math.isfinite(out["high"])
+        assert_interval_inverts_the_test(design, samples, out)
+
+
+def test_two_seeds_per_arm_have_a_spread():
+    two = C.comparison([1.0, 3.0], [2.0, 6.0], direction="less")
+    assert two.unit_se == pytest.approx(math.sqrt(10))  # pooled sqrt(5), times sqrt(2)
+    paired = C.comparison([1.0, 3.0], [2.0, 6.0], direction="less", paired=True)
+    assert paired.unit_se == pytest.approx(math.sqrt(2))  # the differences -1, -3
+
+
+def test_power_at_the_smallest_p_value_of_the_random_rearrangements():
+    p = C.Part(
+        label="",
+        design=C.TREND,
+        direction="less",
+        values=((0.0,) * 2,) * 5,
+        estimate=-5.0,
+        low=-6,
+        high=-4,
+        coverage=0.9,
+        p=0.001,
+        p_against=1.0,
+        unit_se=0.01,
+    )
+    smallest = 1 / (C.RESAMPLES + 1)
+    assert C.power(p, 2, smallest) == pytest.approx(1.0)
+    assert C.power(p, 2, smallest * (1 - 1e-6)) == 0.0
+
+
+def test_no_power_without_an_effect_or_a_spread():
+    assert C.power(_part(0.5, 0.5, estimate=0.0, unit_se=1.0), 5, LEVEL) == 0.0
+    assert C.power(_part(0.5, 0.5, unit_se=math.nan), 5, LEVEL) == 0.0
+
+
+def test_a_line_shows_every_number_to_the_digits_asked():
+    p = replace(
+        _part(0.0042, 0.99, label="x"), estimate=-1.23456, low=-2.34567, high=-0.123456
+    )
+    for digits in (2, 4):
+        assert p.line(digits) == (
+            f"x: {C.num(-1.23456, digits)} [{C.num(-2.34567, digits)}, "
+            f"{C.num(-0.123456, digits)}], p = 0.0042"
+        )
+    assert p.line(2) == "x: −1.2 [−2.3, −0.12], p = 0.0042"
+
+
+def test_the_method_and_the_function_give_the_seeds_at_any_power():
+    d = C.decision(_against(-0.5))
+    assert d.seeds_needed(0.9) == C.seeds_needed(d, 0.9) > d.seeds_needed()
+
+
+def test_a_line_lists_each_kind_of_seeds_once():
+    a = C.comparison([1.0, 2, 3, 4, 5], [3.0, 4, 5, 6, 7], direction="less")
+    b = C.comparison(
+        [1.0, 2, 3, 4, 5], [3.0, 4, 5, 6, 7.5], direction="less", paired=True
+    )
+    assert (
+        C.decision([a, b, a])
+        .line()
+        .endswith("(at least 90.48 % intervals; 5 paired seeds, 5 seeds per arm)")
+    )
+
+
+def test_the_rule_lists_each_number_of_random_rearrangements():
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(size=10), rng.normal(size=10)
+    parts = [
+        C.comparison(a, b, direction="less", resamples=99),
+        C.comparison(a, b, direction="less", resamples=199),
+    ]
+    assert "(two arms; 99, 199 random rearrangements)" in C.decision(parts).rule()
+
+
+def test_the_limits_name_the_part_that_keeps_each_verdict_out_of_reach():
+    few = _extreme(2, 1, False, "for").parts[0]  # 6 splits: 1/6 above 0.05
+    enough = _extreme(5, 1, False, "for").parts[0]  # 252 splits
+    paired4 = _extreme(4, 1, True, "for").parts[0]  # 16 sign changes
+    assert C.decision([few, enough]).limits() == (
+        "with these seeds it cannot decide for the claim (the smallest p-value, 1/6, "
+        "is above 0.05)"
+    )
+    neither = C.decision([paired4, few]).limits()
+    assert "neither verdict" in neither
+    assert neither.endswith("1/6, is above 0.05 and 0.05/2)")
+
+
+def test_the_reason_names_every_part_that_holds():
+    d = C.decision(
+        [
+            _part(0.01, 0.99, "L = 2"),
+            _part(0.01, 0.99, "L = 4"),
+            _part(0.3, 0.7, "L = 6"),
+        ]
+    )
+    assert d.reason().startswith("L = 2, L = 4 holds, the rest is not resolved")
+
+
+def _needing(n, power_=C.POWER):
+    """A part whose observed effect takes about ``n`` seeds per arm to resolve."""
+    from scipy.optimize import brentq
+
+    delta = brentq(
+        lambda e: C.power(_against(-e), n, LEVEL) - power_, 1e-6, 1.0, xtol=1e-15
+    )
+    while C.power(_against(-delta), n, LEVEL) < power_:
+        delta = math.nextafter(delta, 1.0)
+    return C.decision(_against(-delta))
+
+
+def test_the_seeds_it_would_take_are_named_up_to_the_most_and_no_further():
+    at_most = _needing(C.MOST_SEEDS)
+    assert at_most.seeds_needed() == C.MOST_SEEDS
+    assert at_most.it_would_take().startswith(f"about {C.MOST_SEEDS:,} seeds per arm")
+    beyond = _needing(12_000)  # found by doubling to 16,384, then bisection
+    assert beyond.seeds_needed() == C.MOST_SEEDS + 1
+    assert beyond.it_would_take() == f"more than {C.MOST_SEEDS:,} seeds per arm"
+
+
+def test_a_certain_effect_is_resolved_at_the_first_seeds_that_reach_the_level():
+    flat = C.decision(_part(0.3, 0.7, estimate=-1.0, unit_se=0.0))
+    assert C.seeds_needed(flat, 1.0) == 3  # power 1 from 3 + 3 seeds (p = 1/20)
+
+
+def test_a_tiny_observed_effect_ties_only_with_equal_rearrangements():
+    """Ties are judged relative to the observed statistic: one of 1e-13 ties with no
+    other split of these values, which lie 1/30 apart and more."""
+    samples = [[0.0, 0.1, 0.2], [0.0, 0.1, 0.2 - 3e-13]]
+    out = C.permutation_tests(C.TWO_ARMS, samples)
+    assert 0 < out["estimate"] < 1e-12
+    # the p-values in exact arithmetic, every split's difference of means as a fraction
+    v = [Fraction(x) for x in samples[0] + samples[1]]
+    diffs = [
+        (sum(v[i] for i in s) - sum(v[i] for i in range(6) if i not in s)) / 3
+        for s in itertools.combinations(range(6), 3)
+    ]
+    t0 = diffs[0]  # the observed split comes first
+    assert out["p_less"] == pytest.approx(sum(d <= t0 for d in diffs) / 20)
+    assert out["p_greater"] == pytest.approx(sum(d >= t0 for d in diffs) / 20)
+
+
+def test_a_tie_that_rounding_splits_counts_as_in_scipys_p_values():
+    """0.5 + 0.3 + 0.6 and its rearrangements differ in the last bit only: ties, on
+    both sides, within scipy's tolerance of 100 epsilons of the observed difference."""
+    a, b = [0.5, 0.3, 0.6], [0.5, 0.2, 0.3]
+    out = C.permutation_tests(C.TWO_ARMS, [a, b])
+    for side in ("less", "greater"):
+        ref = stats.permutation_test(
+            (np.array(a), np.array(b)),
+            lambda x, y, axis: x.mean(axis) - y.mean(axis),
+            permutation_type="independent",
+            vectorized=True,
+            n_resamples=np.inf,
+            alternative=side,
+        )
+        assert out[f"p_{side}"] == pytest.approx(ref.pvalue, abs=1e-12), side
+    # in decimal arithmetic, 19 of the 20 splits lie at or below the observed one
+    assert out["p_less"] == pytest.approx(19 / 20)

@@ -117,7 +117,7 @@ def test_the_registry_the_cli_and_the_report_pick_up_a_new_module(
     assert [r.key for r in rows] == ["my-chapter"] and rows[
         0
     ].verdict == report.REPRODUCED
-    assert "{ref}`my-chapter <my-chapter>`" in report.table(rows, short=True).markdown()
+    assert "{ref}`my-chapter <my-chapter>`" in report.render(rows, brief=True)
 
 
 def test_the_book_lists_each_experiment_chapter_once_in_book_order():
