@@ -513,14 +513,33 @@ def _tie_punctuation(app, doctree, docname) -> None:
         _replace(parent, following, [nodes.Text(rest)] if rest else [])
 
 
+def _visit_hidden_input(self, node) -> None:
+    """A hidden cell's toggle as myst-nb writes it, named by its visible text ("Show
+    code cell source") rather than by an aria-label that says something else."""
+    from myst_nb.sphinx_ import visit_HideCellInput
+
+    start = len(self.body)
+    visit_HideCellInput(self, node)
+    self.body[start:] = [
+        part.replace(' aria-label="Toggle hidden content"', "")
+        for part in self.body[start:]
+    ]
+
+
 def setup(app):
     from docutils import nodes
+    from myst_nb.sphinx_ import HideCodeCellNode, depart_HideCellInput
 
     rcutil_math.setup(app)
     app.connect("doctree-resolved", _keep_numbers_whole)
     app.connect("doctree-resolved", _tie_punctuation)
     app.connect("builder-inited", _stage)
     app.add_node(nodes.table, override=True, html=(_visit_table, _depart_table))
+    app.add_node(
+        HideCodeCellNode,
+        override=True,
+        html=(_visit_hidden_input, depart_HideCellInput),
+    )
     # before the theme handlers: emit_firstresult stops at the first handler that
     # returns a template
     app.connect("html-page-context", _dedupe_scripts, priority=100)
