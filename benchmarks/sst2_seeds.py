@@ -26,12 +26,12 @@ trains as many steps).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
-import torch
+from gpt2_step import timed  # beside this file; sets the book's thread policy
 
-import rcutil  # noqa: F401  (sets the thread policy before numpy)
+# isort: split
+import torch
 
 
 def settings_of(profile: str):
@@ -81,22 +81,6 @@ def steppers(settings, data, layers: int, seeds: list[int]) -> dict:
         ensemble.step(x, n, y)
 
     return {"loop": loop, "ensemble": together}
-
-
-def timed(fns: dict, *, repeats: int, steps: int, clock) -> dict[str, float]:
-    """Median seconds per step of each function, timed in alternating rounds after a
-    warm-up."""
-    for fn in fns.values():
-        for _ in range(2):
-            fn()
-    times = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            start = clock()
-            for _ in range(steps):
-                fn()
-            times[k].append((clock() - start) / steps)
-    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def main(argv=None) -> int:

@@ -1153,10 +1153,9 @@ def test_power_is_the_noncentral_t_of_the_design(design, df):
     assert C.power(p, 8, 0.01) < C.power(p, 8, 0.05) < C.power(p, 9, 0.05)
 
 
-def test_power_counts_the_random_rearrangements_beyond_the_enumeration():
-    """Past the enumeration the smallest p-value is 1/(R + 1): 2 seeds at each of 5
-    levels (113,400 rearrangements) can reach a level of 0.001."""
-    p = C.Part(
+def _trend_of_two_seeds_at_five_levels() -> C.Part:
+    """A falling trend of 2 seeds at each of 5 levels, past the enumeration."""
+    return C.Part(
         label="",
         design=C.TREND,
         direction="less",
@@ -1169,6 +1168,12 @@ def test_power_counts_the_random_rearrangements_beyond_the_enumeration():
         p_against=1.0,
         unit_se=0.01,
     )
+
+
+def test_power_counts_the_random_rearrangements_beyond_the_enumeration():
+    """Past the enumeration the smallest p-value is 1/(R + 1): 2 seeds at each of 5
+    levels (113,400 rearrangements) can reach a level of 0.001."""
+    p = _trend_of_two_seeds_at_five_levels()
     assert C.group_size(C.TREND, [2] * 5) > C.EXACT_LIMIT
     assert C.power(p, 2, 0.001) == pytest.approx(1.0)
     assert C.power(p, 2, 1 / (C.RESAMPLES + 1) / 2) == 0.0
@@ -1449,19 +1454,7 @@ def test_two_seeds_per_arm_have_a_spread():
 
 
 def test_power_at_the_smallest_p_value_of_the_random_rearrangements():
-    p = C.Part(
-        label="",
-        design=C.TREND,
-        direction="less",
-        values=((0.0,) * 2,) * 5,
-        estimate=-5.0,
-        low=-6,
-        high=-4,
-        coverage=0.9,
-        p=0.001,
-        p_against=1.0,
-        unit_se=0.01,
-    )
+    p = _trend_of_two_seeds_at_five_levels()
     smallest = 1 / (C.RESAMPLES + 1)
     assert C.power(p, 2, smallest) == pytest.approx(1.0)
     assert C.power(p, 2, smallest * (1 - 1e-6)) == 0.0
