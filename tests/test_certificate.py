@@ -1,6 +1,7 @@
 """The certificate of Theorem 1 (rcutil.certificate), checked from outside it.
 
-* every constant of eqs. conv-s0 ... conv-ball recomputed here from G_H, K_H, s0 and S0;
+* every constant of eqs. conv-s0 ... conv-ball recomputed here by its equation from
+  G_H, K_H, s0, S0 and Phi_0, measured here;
 * the L-layer composition recomputed block by block by code written here (each block
   with its own weights, radii and input norms at theta_0), equal to what the module
   composes;
@@ -70,49 +71,41 @@ def test_every_constant_recomputed_from_G_H_K_H_s0_S0(beta, W_U, frac, scale):
     model, X, Y = instance(beta, W_U=W_U, scale=scale)
     first = certificate(model, X, Y, r=0.0)
     r = frac * first.s0 / first.G_H  # a fraction of the largest radius
-    cert = certificate(model, X, Y, r=r)
+    c = certificate(model, X, Y, r=r)
     G_H, K_H, H_bound = feature_bounds(model, X, r)
     with torch.no_grad():
         out = model(X, return_all=True)
     sv = torch.linalg.svdvals(out.features.reshape(-1, model.d))
-    s0, S0 = sv[-1].item(), sv[0].item()
-    phi0 = 0.5 * ((out.output - Y) ** 2).sum().item()
-    R_U = spec(model.W_U) + r  # ||W_U^0|| + r
-    H_max = min(S0 + G_H * r, H_bound)  # sup ||H|| on the ball
-    lam = s0 - G_H * r  # Weyl + mean value theorem
-    alpha = lam**2  # eq. conv-alpha
-    G = math.sqrt(H_max**2 + R_U**2 * G_H**2)  # eq. lip-G
-    K = K_H * R_U + G_H  # eq. lip-K
-    C = G**2 + K * (math.sqrt(2 * phi0) + G * r)  # eq. lip-smooth
-    mu = 1 / C
-    path = 2 * math.sqrt(2 * phi0 / alpha) + mu * G * math.sqrt(2 * phi0)  # conv-ball
-    assert phi0 > 0 and G_H > 0 and K_H > 0 and lam > 0
-    assert (S0 < 1) == (scale < 0.5)  # both sides of S0 = 1
+    # the first five measured here; every other constant from those before it, by its
+    # equation, so that each step is checked on its own
+    equations = {
+        "s0": sv[-1].item(),
+        "S0": sv[0].item(),
+        "phi0": 0.5 * ((out.output - Y) ** 2).sum().item(),
+        "G_H": G_H,
+        "K_H": K_H,
+        "R_U": spec(model.W_U) + r,  # ||W_U^0|| + r
+        "H_max": min(c.S0 + c.G_H * r, H_bound),  # sup ||H|| on the ball
+        "lam": c.s0 - c.G_H * r,  # Weyl + mean value theorem
+        "alpha": c.lam**2,  # eq. conv-alpha
+        "G": math.sqrt(c.H_max**2 + c.R_U**2 * c.G_H**2),  # eq. lip-G
+        "K": c.K_H * c.R_U + c.G_H,  # eq. lip-K
+        "C": c.G**2 + c.K * (math.sqrt(2 * c.phi0) + c.G * r),  # eq. lip-smooth
+        "mu": 1 / c.C,
+        "path_bound": 2 * math.sqrt(2 * c.phi0 / c.alpha)  # eq. conv-ball
+        + c.mu * c.G * math.sqrt(2 * c.phi0),
+        "kappa_inv_sq": (c.s0 / c.S0) ** 2,
+    }
+    for key, value in equations.items():
+        assert math.isclose(getattr(c, key), value, rel_tol=1e-12), key
+    assert c.phi0 > 0 and c.G_H > 0 and c.K_H > 0 and c.lam > 0
+    assert (c.S0 < 1) == (scale < 0.5)  # both sides of S0 = 1
     if r > 0:  # the terms in r are really there
-        assert H_max != S0 and R_U != spec(model.W_U)
-    expected = dict(
-        s0=s0,
-        S0=S0,
-        phi0=phi0,
-        G_H=G_H,
-        K_H=K_H,
-        H_max=H_max,
-        R_U=R_U,
-        lam=lam,
-        alpha=alpha,
-        G=G,
-        K=K,
-        C=C,
-        mu=mu,
-        path_bound=path,
-        kappa_inv_sq=(s0 / S0) ** 2,
-    )
-    for key, value in expected.items():
-        assert math.isclose(getattr(cert, key), value, rel_tol=1e-12), key
-    assert cert.holds == (path <= r)
-    assert math.isclose(cert.predicted_rate, 1 - mu * alpha, rel_tol=1e-15)
-    assert cert.to_dict()["predicted_rate"] == cert.predicted_rate
-    assert cert.to_dict()["C"] == cert.C
+        assert c.H_max != c.S0 and c.R_U != spec(model.W_U)
+    assert c.holds == (c.path_bound <= r)
+    assert math.isclose(c.predicted_rate, 1 - c.mu * c.alpha, rel_tol=1e-15)
+    assert c.to_dict()["predicted_rate"] == c.predicted_rate
+    assert c.to_dict()["C"] == c.C
 
 
 def test_ball_condition_decides_and_a_step_above_1_over_C_is_refused():
