@@ -935,6 +935,15 @@ def check_verdict(
     return INCONCLUSIVE if any(x is None for x in ok) else REPRODUCED
 
 
+def failures(parts: Mapping[str, bool]) -> str:
+    """The reason a claim checked part by part (the parts :func:`check_verdict` reads)
+    fails: ``"fails: "`` and the names of the parts that do not hold, joined by
+    ``"; "``; empty when every part holds, so that ``failures(parts) or reason`` gives
+    the reason it holds only then."""
+    failed = [name for name, ok in parts.items() if not ok]
+    return "fails: " + "; ".join(failed) if failed else ""
+
+
 # ------------------------------------------------------------------------ the row
 @dataclass(frozen=True)
 class Claim:
@@ -1078,6 +1087,7 @@ __all__ = [
     "group_size",
     "permutation_tests",
     "check_verdict",
+    "failures",
     "Claim",
     "num",
     "mean_se",

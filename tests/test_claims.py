@@ -632,6 +632,13 @@ def test_a_check_the_measure_cannot_make_leaves_the_claim_inconclusive():
     assert C.check_verdict(None) == C.INCONCLUSIVE
 
 
+def test_the_failures_of_an_exact_check_name_every_failing_part_in_order():
+    parts = {"the bound": True, "the collapse": False, "β = 1": np.bool_(False)}
+    assert C.failures(parts) == "fails: the collapse; β = 1"
+    assert C.failures({"the bound": True}) == ""
+    assert (C.failures({"the bound": True}) or "it holds") == "it holds"
+
+
 # ---------------------------------------------------------------- setting and row
 def test_a_setting_is_stated_or_a_reconstruction_with_its_differences():
     assert C.STATED.kind == C.AS_STATED and C.STATED.text() == "as the paper states it"

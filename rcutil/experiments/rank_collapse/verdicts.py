@@ -20,6 +20,7 @@ from ...claims import (
     check_verdict,
     comparison,
     decision,
+    failures,
     fmt,
     mean_se,
     reconstruction,
@@ -257,8 +258,9 @@ def claims(result: Result) -> list[Claim]:
         f"{reading(book)}; {reading(usual)}; "
         f"mean ± s.e. over {book.attention.size} seeds; {TEX['resid']} $\\ge$ "
         f"{lower:.2f} on every seed by eq. {{eq}}`rc-centred`",
-        check_verdict(list(parts.values())),
-        (
+        check_verdict(parts),
+        failures(parts)
+        or (
             r"the limit needs scores whose variance $d_{QK} s^4 \|x\|^2 \|y\|^2 / "
             r"\tau^2$ (eq. {eq}`rc-variance`) vanishes: with $s = 1/\sqrt d$ that is "
             rf"the book's $\tau = d_{{QK}}$, and {usual_text}; with the residual "
@@ -266,8 +268,6 @@ def claims(result: Result) -> list[Claim]:
             r"\|W_V\|_2$, positive where $\delta$, the distance from uniform "
             "attention, is small; the paper's statement for every X is false (the "
             "singular-values chapter's counterexample)"
-            if all(parts.values())
-            else "fails: " + ", ".join(k for k, ok in parts.items() if not ok)
         ),
         rule=f"collapse: at the largest $d_{{QK}}$ the seed mean of {TEX['attn']} is below "
         f"{COLLAPSE_RATIO:g} of that of {TEX['resid']} and falls at each $d_{{QK}}$ of "
