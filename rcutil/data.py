@@ -136,7 +136,7 @@ def cache_dir() -> Path:
     if path.exists() and not path.is_dir():
         raise DataError(
             f"{source} {path} is a file, not a folder: set {CACHE_DIR_ENV} to a folder "
-            f"(it is created when missing), or move the file away."
+            "(it is created when missing), or move the file away."
         )
     return path
 
@@ -154,7 +154,7 @@ def data_dir() -> Path | None:
         problem = "is a file, not a folder" if path.exists() else "does not exist"
         raise DataError(
             f"{DATA_DIR_ENV}={value} {problem}: set it to the folder that holds the "
-            f"data files (sst2/, gpt2_tokenizer/, jena_climate/), or unset it to use "
+            "data files (sst2/, gpt2_tokenizer/, jena_climate/), or unset it to use "
             f"the cache {cache_dir()} and downloads."
         )
     return path
@@ -202,7 +202,7 @@ def _recorded_checksum(path: Path) -> str | None:
         raise DataError(
             f"{record} is not a sha256 record of {path.name} (64 hex "
             f"digits, then the name): delete it; {path.name} is then "
-            f"checked by its structure."
+            "checked by its structure."
         )
     return digest
 
@@ -278,7 +278,7 @@ def _record_mismatch(
                 f"{path} passes the structure check but not the sha256 recorded in "
                 f"{record} {when} ({recorded}; the file has {actual}): if you "
                 f"replaced {path.name} on purpose, delete {record}; otherwise delete "
-                f"both and run again to download a fresh copy."
+                "both and run again to download a fresh copy."
             )
     return DataError(
         f"{path} is corrupt: its sha256 is {actual}, expected {recorded} (recorded in "
@@ -373,7 +373,7 @@ def _fetch(url: str, out: Path, *, progress: bool, size: int | None = None) -> N
             raise DataError(
                 f"{url} announces {total:,} bytes, but the file has "
                 f"{size:,}: the server holds a different file; nothing was "
-                f"downloaded"
+                "downloaded"
             )
         got = 0
         with tqdm(
@@ -486,7 +486,7 @@ def _download(asset: Asset, dest: Path, *, progress: bool) -> None:
             got,
             asset,
             label=label,
-            remedy=f"It was not kept. Run again; if it persists, the published "
+            remedy="It was not kept. Run again; if it persists, the published "
             f"file has changed: put a correct {asset.relpath} in "
             f"{DATA_DIR_ENV}.",
         )
@@ -530,8 +530,8 @@ def find(relpath: str, *, progress: bool = True, allow_download: bool = True) ->
         raise ValueError(
             f"unknown data file {relpath!r}: known files are "
             f"{', '.join(sorted(ASSETS)) or 'none yet'} (the module that reads a file "
-            f"registers it when it is imported: rcutil.sst2_data, rcutil.jena_data, "
-            f"rcutil.gpt2)"
+            "registers it when it is imported: rcutil.sst2_data, rcutil.jena_data, "
+            "rcutil.gpt2)"
         )
     asset = ASSETS[relpath]
     root = data_dir()
