@@ -23,23 +23,15 @@ claims and the readings of the result that decide them are in
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from ... import hessian, jena_data, profiles, results
+from ... import hessian, jena_data, profiles, results, rounding
 from ...lbfgs import batched_lbfgs
 from ...model import Transformer, attention_weights
-from ...rounding import (
-    LAYOUTS,
-    NORMS,
-    PRECISIONS,
-    FloorFactor,
-    eps,
-    floor_factors,
-    reading_spectra,
-)
 from ...threads import torch_threads
 from ...train import Stack, descend, stack
 from ...validate import device as check_device
@@ -223,7 +215,7 @@ class Result(results.Result):
     grid: list[int]  #: the iterates of the readings
     points: list[Point]
     runs: list[Run]
-    floor_factors: list[FloorFactor]
+    floor_factors: list[rounding.FloorFactor]
 
 
 # ---------------------------------------------------------------------- data, models
@@ -370,7 +362,7 @@ def run(
             mu=mu,
             steps=settings.steps,
             observe=lambda out, W: {
-                **reading_spectra(out.Z[0][:B].reshape(B, -1, d), n),
+                **rounding.reading_spectra(out.Z[0][:B].reshape(B, -1, d), n),
                 **attention_factors(out.Z[0][:B].reshape(B, -1, d), W, X, start.tau),
             },
             observe_every=settings.spectra_every,
@@ -386,7 +378,7 @@ def run(
             progress=progress,
             desc="L-BFGS, the best-found loss",
         )
-        factors = floor_factors(
+        factors = rounding.floor_factors(
             start.forward(X).Z[0].reshape(B, -1, d),
             n,
             settings.deficiencies,
@@ -410,27 +402,27 @@ def run(
                 )
             )
         readings = []
-        for precision in PRECISIONS:
-            for layout in LAYOUTS:
-                for norm in NORMS:
-                    seen = {
-                        k: gd.observed[f"{precision}/{layout}/{k}"][sl]
-                        for k in ("sigma_min", "spectral", norm)
-                    }
-                    smin = seen["sigma_min"].min(1)
-                    readings.append(
-                        Reading(
-                            precision,
-                            layout,
-                            norm,
-                            ratio(seen["sigma_min"], seen[norm]).tolist(),
-                            smin.tolist(),
-                            seen[norm].max(1).tolist(),
-                            (
-                                smin / (eps(precision) * seen["spectral"].max(1))
-                            ).tolist(),
-                        )
-                    )
+        for precision, layout, norm in itertools.product(
+            rounding.PRECISIONS, rounding.LAYOUTS, rounding.NORMS
+        ):
+            seen = {
+                k: gd.observed[f"{precision}/{layout}/{k}"][sl]
+                for k in ("sigma_min", "spectral", norm)
+            }
+            smin = seen["sigma_min"].min(1)
+            readings.append(
+                Reading(
+                    precision,
+                    layout,
+                    norm,
+                    ratio(seen["sigma_min"], seen[norm]).tolist(),
+                    smin.tolist(),
+                    seen[norm].max(1).tolist(),
+                    (
+                        smin / (rounding.eps(precision) * seen["spectral"].max(1))
+                    ).tolist(),
+                )
+            )
         points.append(
             Point(
                 beta,
