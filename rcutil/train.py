@@ -7,8 +7,7 @@
 with a leading model axis, model ``b`` at its own step ``mu_b``; the gradient is
 automatic differentiation of the models' forward pass. :func:`gradient_descent` is its
 B = 1 case for one :class:`~rcutil.model.Transformer`; a :class:`Stack` holds B
-Transformers of the same sizes as one (:func:`stack`); :func:`batched_adam` takes the
-same loop's steps by Adam.
+Transformers of the same sizes as one (:func:`stack`).
 """
 
 from __future__ import annotations
@@ -224,7 +223,7 @@ def descend(
     :class:`~rcutil.model.ModelOutput` with the model axis). The models share no
     weight, so the gradient of ``Phi.sum()`` is each model's own. Each step is
     ``W <- W - mu_b grad Phi_b`` (``mu``: one step size, or B), or ``update(grads)``
-    where given (:func:`batched_adam`).
+    where given (an optimizer's step, say).
 
     At every iterate ``t = 0 .. steps`` it records what :class:`BatchedHistory` holds
     (with ``spectra=False`` no singular values). ``observe(out, W)``, if given, is
@@ -392,44 +391,3 @@ def gradient_descent(
         h.grad_norm[0].tolist(),
         {k: v[0].tolist() for k, v in h.observed.items()},
     )
-
-
-# ----------------------------------------------------------------------------- Adam
-def batched_adam(
-    stack: Stack,
-    X: torch.Tensor,
-    Y: torch.Tensor,
-    *,
-    lr: float,
-    steps: int,
-    progress: bool = False,
-    desc: str = "Adam",
-    setting: str = "the learning rate",
-) -> np.ndarray:
-    """Full-batch Adam (:class:`torch.optim.Adam`, its defaults, the rate ``lr`` falling
-    to 0 on a cosine) of the models of ``stack``, by :func:`descend`: Adam acts entry
-    by entry, so on the stacked weights it is B independent runs. Returns the loss, (B,
-    steps + 1)."""
-    lr, steps = validate.positive("lr (the learning rate)", lr), _steps_count(steps)
-    s = stack.trainable()
-    opt = torch.optim.Adam(list(s.W.values()), lr=lr)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(steps, 1))
-
-    def update(grads):
-        for k, w in s.W.items():
-            w.grad = grads[k]
-        opt.step()
-        schedule.step()
-
-    return descend(
-        lambda: s.loss(X, Y),
-        s.W,
-        steps=steps,
-        update=update,
-        spectra=False,
-        progress=progress,
-        desc=desc,
-        unit="Adam step",
-        setting=setting,
-        step=f"Adam at lr {lr:g}",
-    ).loss

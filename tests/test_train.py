@@ -7,7 +7,6 @@ import torch
 from rcutil.model import Transformer
 from rcutil.train import (
     TrainingDiverged,
-    batched_adam,
     descend,
     gradient_descent,
     stack,
@@ -276,28 +275,60 @@ def test_bad_steps_are_refused(mu, match):
         descend(lambda: s.loss(X, Y), s.W, mu=mu, steps=1)
 
 
-def test_batched_adam_is_adam_of_each_model():
+def adam(params, lr, steps):
+    """torch's Adam at the rate ``lr`` falling to 0 on a cosine over ``steps``, and its
+    step: the optimizer's, then the schedule's."""
+    opt = torch.optim.Adam(params, lr=lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+
+    def step():
+        opt.step()
+        schedule.step()
+
+    return opt, step
+
+
+def adam_descent(s, X, Y, *, lr, steps, setting="lr"):
+    """:func:`descend` of the stack ``s`` with Adam's update in place of GD's."""
+    s = s.trainable()
+    _, step = adam(list(s.W.values()), lr, steps)
+
+    def update(grads):
+        for k, w in s.W.items():
+            w.grad = grads[k]
+        step()
+
+    return descend(
+        lambda: s.loss(X, Y),
+        s.W,
+        steps=steps,
+        update=update,
+        spectra=False,
+        setting=setting,
+        step=f"Adam at lr {lr:g}",
+    )
+
+
+def test_an_update_rule_on_the_stack_is_that_rule_for_each_model():
     ms = models(betas=(0.0, 1.0), seeds=(0,))
     X, Y = samples()
-    loss = batched_adam(stack(ms), X, Y, lr=1e-2, steps=6)
+    loss = adam_descent(stack(ms), X, Y, lr=1e-2, steps=6).loss
     for b, model in enumerate(ms):
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 6)
+        opt, step = adam(model.parameters(), 1e-2, 6)
         for t in range(7):
             value = model.loss(X, Y)
             np.testing.assert_allclose(loss[b, t], value.item(), rtol=1e-10)
             opt.zero_grad()
             value.backward()
-            opt.step()
-            schedule.step()
+            step()
 
 
-def test_adam_that_diverges_names_its_rate_and_setting():
+def test_an_update_rule_that_diverges_names_its_step_and_setting():
     X, Y = samples()
     s = stack(models(betas=(1.0,), seeds=(0,)))
     with pytest.raises(TrainingDiverged, match=r"Adam at lr 1e\+30.*lower adam_lr"):
         with np.errstate(all="ignore"):
-            batched_adam(s, X, 1e200 * Y, lr=1e30, steps=5, setting="adam_lr")
+            adam_descent(s, X, 1e200 * Y, lr=1e30, steps=5, setting="adam_lr")
 
 
 def test_stack_keeps_each_models_beta_and_weights_and_refuses_a_mix():
