@@ -329,19 +329,8 @@ def store(
     return path
 
 
-def cached(
-    module,
-    profile: str | None = None,
-    *,
-    device: str | None = None,
-    progress: bool = True,
-    refresh: bool = False,
-):
-    """The result of an experiment module for the profile (:func:`store`), as the
-    module's ``Result`` type, exactly as read back from JSON."""
-    return typed(
-        module,
-        unsealed(
-            store(module, profile, device=device, progress=progress, refresh=refresh)
-        ),
-    )
+def cached(module, profile: str | None = None, **options):
+    """The result of an experiment module for the profile (:func:`store`, with its
+    keyword ``options``), as the module's ``Result`` type, exactly as read back from
+    JSON."""
+    return typed(module, unsealed(store(module, profile, **options)))
