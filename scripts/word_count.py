@@ -34,6 +34,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from rcutil.experiments import toc_files
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _FENCE = re.compile(r"^(\s*)(`{3,}|:{3,})(.*)$")
@@ -180,24 +182,7 @@ def count(text: str) -> Count:
 
 def chapters(root: Path = ROOT) -> list[Path]:
     """The chapter files of ``_toc.yml``, in the book's order."""
-    import yaml
-
-    found: list[str] = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key in ("root", "file"):
-                if isinstance(node.get(key), str):
-                    found.append(node[key])
-            for value in node.values():
-                if isinstance(value, (dict, list)):
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(yaml.safe_load((root / "_toc.yml").read_text()))
-    return [root / f"{f}.md" for f in found]
+    return [root / f"{f}.md" for f in toc_files(root)]
 
 
 def main(argv: list[str] | None = None) -> int:

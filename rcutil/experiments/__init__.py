@@ -90,11 +90,9 @@ def toc_files(root: Path = BOOK_ROOT) -> list[str]:
 
     def walk(node):
         if isinstance(node, dict):
-            if isinstance(node.get("file"), str):
-                found.append(node["file"])
-            for key in ("root",):
-                if isinstance(node.get(key), str):
-                    found.append(node[key])
+            found.extend(
+                node[k] for k in ("file", "root") if isinstance(node.get(k), str)
+            )
             for value in node.values():
                 if isinstance(value, (list, dict)):
                     walk(value)
