@@ -586,9 +586,95 @@ def test_the_rows_show_each_arm_and_the_majority_error():
     assert "majority-label error 0.440" in stall.book
     assert "within 0.05 of the majority-label error" in stall.claim
     assert lower.decision.parts[0].label == "L = 2: w − wo"
+    assert [p.label for p in stall.decision.parts] == [
+        "L = 6: wo − (majority − 0.05)",
+        "L = 10: wo − (majority − 0.05)",
+    ]
     assert [p.p for p in lower.decision.parts] == [1 / 32] * 3
     one = stored(with_errors(W, 6, [0.15, 0.16, 0.17, 0.18, 0.20]))
     assert "L = 6: 0.172 ± 0.0086" in verdicts.claims(one)[0].book
+
+
+def test_each_inits_rows_say_which_weights_they_start_from():
+    """The rows from scratch state their claim of SST-2; those from GPT-2 small's
+    weights state the same claim of the pretrained model, so the two rows of a claim
+    are told apart."""
+    rows = verdicts.claims(stored(pretrained=(W, WO)))
+    scratch, pretrained = rows[:3], rows[3:]
+    assert all(c.claim.startswith("SST-2: ") for c in scratch)
+    assert [c.claim for c in pretrained] == [
+        c.claim.replace("SST-2", "SST-2, from GPT-2 small's weights", 1)
+        for c in scratch
+    ]
+
+
+def test_the_depth_rows_other_readings_leave_out_the_one_that_decides():
+    """The depth row is decided at the book's budget in the training error, and its
+    reason says so; its other readings are every other budget and measure."""
+    depth = verdicts.claims(stored())[1]
+    assert depth.reason.startswith("at 300 steps: ")
+    readings = depth.book.split("the other readings: ")[1].split("; ")
+    assert [r.split(":")[0] for r in readings] == [
+        "300 steps, loss",
+        "900 steps, error",
+        "900 steps, loss",
+    ]
+
+
+FLOOR = verdicts.FLOOR_ERROR
+
+
+@pytest.mark.parametrize(
+    "w, wo, verdict",
+    [
+        ([0.01] * 5, [FLOOR] * 5, I),  # wo at the floor exactly
+        ([0.01] * 5, [0.03] * 5, R),  # wo above it
+        ([MAJORITY - verdicts.BARELY_MARGIN] * 5, [0.40] * 5, I),  # at the margin
+        ([0.40] * 5, [0.42] * 5, I),  # both within the margin
+        ([0.38] * 5, [0.42] * 5, R),  # w past it
+    ],
+)
+def test_the_lower_claim_is_not_measured_where_wo_fits_or_both_arms_stall(
+    w, wo, verdict
+):
+    """At L = 2, w ends below wo on every seed: the pair holds, unless wo's mean
+    error is at most :data:`~verdicts.FLOOR_ERROR` or both arms' means are at least
+    the majority-label error minus :data:`~verdicts.BARELY_MARGIN`, where the
+    measure cannot show the effect."""
+    lower = verdicts.claims(stored(with_errors(W, 2, w), with_errors(WO, 2, wo)))[0]
+    assert lower.verdict == verdict
+    assert ("the measure cannot show the effect" in lower.reason) is (verdict == I)
+
+
+def test_a_mean_error_at_the_floor_exactly_is_at_the_floor():
+    """With residuals at L = 2, a mean training error of exactly FLOOR_ERROR is at the
+    floor; a little more is not."""
+    at = stored(with_errors(W, 2, [FLOOR] * 5))
+    assert verdicts.depth_at_floor(at, "scratch", 300) == [2]
+    assert verdicts_of(at)[1] == I
+    above = stored(with_errors(W, 2, [0.021] * 5))
+    assert verdicts.depth_at_floor(above, "scratch", 300) == []
+
+
+def test_a_floor_reason_names_every_depth_at_the_floor():
+    """Two depths at the floor: the reasons of the first two rows name both."""
+    fit = [0.0, 0.01, 0.0, 0.02, 0.01]
+    lower = verdicts.claims(
+        stored(
+            with_errors(with_errors(W, 2, [0.0] * 5), 6, [0.0] * 5),
+            with_errors(with_errors(WO, 2, fit), 6, fit),
+        )
+    )[0]
+    assert "at L = 2, 6 the arm without residuals is within" in lower.reason
+    depth = verdicts.claims(stored(with_errors(with_errors(W, 2, fit), 6, fit)))[1]
+    assert "the training error of L = 2, 6 is within" in depth.reason
+
+
+def test_the_setting_says_how_many_training_sentences():
+    book = verdicts.setting(sst2.BOOK, "scratch").text()
+    assert "; 4,096 of the 67,349 training sentences;" in book
+    every = verdicts.setting(replace(sst2.BOOK, n_train=None), "scratch").text()
+    assert "; all 67,349 training sentences;" in every
 
 
 # ----------------------------------------------------------------- readings
@@ -623,6 +709,34 @@ def test_the_rank_separation_reads_the_end_of_the_deeper_arms():
     assert not verdicts.collapses_without_residuals(high)
 
 
+def test_the_rank_separation_reads_the_end_of_the_arms_with_residuals():
+    """Lowering the effective rank with residuals before the last reading leaves the
+    separation alone; lowering one seed's last reading at L = 6 lowers it."""
+    result = stored()
+    for r in result.runs:
+        if r.residual:
+            r.effective_rank[:, :-1] = 2.0
+    assert verdicts.rank_separation(result) == pytest.approx(5.5)
+    run = next(
+        r for r in result.runs if (r.init, r.layers, r.residual) == ("scratch", 6, True)
+    )
+    run.effective_rank[0, -1] = 2.0
+    assert verdicts.rank_separation(result) == pytest.approx((11 - 9 / 5) / 2)
+
+
+def test_the_rank_separation_of_an_init_reads_its_own_arms():
+    """The pretrained arms without residuals keep their rank: they do not collapse,
+    while those from scratch still do."""
+    result = stored()
+    for r in result.runs:
+        if r.init == "pretrained" and not r.residual:
+            r.effective_rank[:, -1] = 11.0
+    assert verdicts.rank_separation(result, "pretrained") == pytest.approx(1.0)
+    assert not verdicts.collapses_without_residuals(result, "pretrained")
+    assert verdicts.rank_separation(result, "scratch") == pytest.approx(5.5)
+    assert verdicts.collapses_without_residuals(result, "scratch")
+
+
 # ----------------------------------------------------------------- acceptance
 def test_acceptance_fails_on_a_non_finite_number_and_on_a_wrong_rank_ratio():
     assert all(c.ok for c in verdicts.checks(stored()))
@@ -640,12 +754,71 @@ def test_acceptance_fails_on_a_non_finite_number_and_on_a_wrong_rank_ratio():
     assert any("stable rank" in c.what and not c.ok for c in verdicts.checks(flat))
 
 
+def failed(result):
+    return [c.what for c in verdicts.checks(result) if not c.ok]
+
+
+STABLE = "scratch: stable rank of $Z_L$ at step 0, w over wo, smallest over $L$"
+LOSS = "scratch, w: final over initial training loss, largest over $L$"
+VOCABULARY = "share of GPT-2's 50,257 token ids the data reads"
+
+
+def test_the_stable_rank_check_reads_step_0_of_both_arms():
+    """After step 0 the stable rank with residuals falls to that without, which rises
+    tenfold: the check, of step 0, still passes."""
+    result = stored()
+    for r in result.runs:
+        r.stable_rank[:, 1:] = 3.0 if r.residual else 30.0
+    assert failed(result) == []
+
+
+@pytest.mark.parametrize("w, ok", [(6.0, True), (5.7, False)])
+def test_the_stable_rank_check_asks_a_ratio_of_at_least_two(w, ok):
+    """Stable rank 3 without residuals: 6 with them (a ratio of exactly 2) passes,
+    5.7 does not."""
+    result = stored()
+    for r in result.runs:
+        if r.residual:
+            r.stable_rank[:] = w
+    assert failed(result) == (
+        [] if ok else [STABLE, STABLE.replace("scratch", "pretrained")]
+    )
+
+
+def test_the_loss_check_fails_where_a_w_arm_ends_above_its_initial_loss():
+    """One arm with residuals ending at one and a half times its initial loss."""
+    result = stored()
+    run = next(r for r in result.runs if r.residual and r.init == "scratch")
+    run.train_loss[:, -1] = 1.5 * run.train_loss[:, 0]
+    assert failed(result) == [LOSS]
+
+
+def test_each_inits_checks_read_its_own_arms():
+    """The pretrained arms' stable ranks equal with and without residuals fail the
+    pretrained row only."""
+    result = stored()
+    for r in result.runs:
+        if r.init == "pretrained":
+            r.stable_rank[:] = 3.0
+    assert failed(result) == [STABLE.replace("scratch", "pretrained")]
+
+
+@pytest.mark.parametrize(
+    "size, ok", [(7000, True), (25_128, True), (25_129, False), (30_000, False)]
+)
+def test_the_data_reads_less_than_half_of_gpt2s_token_ids(size, ok):
+    result = stored()
+    result.vocabulary_size = size
+    assert failed(result) == ([] if ok else [VOCABULARY])
+
+
 @pytest.mark.parametrize(
     "control, stalls",
     [
         ([0.44] * 3, True),  # the stored control: at the majority-label error
         ([0.44, 0.38, 0.44], False),  # one seed trains past the margin
         ([0.40] * 3, True),  # within the margin of 0.05
+        ([MAJORITY - verdicts.BARELY_MARGIN] * 3, True),  # at the margin exactly
     ],
 )
 def test_the_control_stalls_only_where_every_seed_ends_within_the_margin(
