@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import rcutil
-from rcutil import checks, data, results, rounding
+from rcutil import checks, data, results, rounding, store
 from rcutil import claims as C
 from rcutil.estimate import project
 from rcutil.experiments import jena
@@ -52,11 +52,19 @@ def short_ci(**changes):
 @pytest.fixture(scope="module")
 def stored():
     """A short ci run, stored as JSON and read back, as the chapter and the report see
-    it."""
+    it. The JSON stays in the results folder under the run's store key (settings, code
+    of the run, data), so that a later session on the same code reads it instead of
+    training again: mutation testing runs these tests once per mutant of the verdicts,
+    which the run never calls."""
     excerpt()
-    with jena.torch_threads(1):
-        result = jena.run(short_ci(), progress=False)
-    return jena.Result.from_json(json.loads(json.dumps(result.to_json())))
+    settings = short_ci()
+    key = store.result_key(jena, settings, "cpu")
+    path = store.results_dir() / f"test_jena-short-{key}.json"
+    if not path.is_file():
+        with jena.torch_threads(1):
+            result = jena.run(settings, progress=False)
+        store.write_json(result.to_json(), path)
+    return jena.Result.from_json(json.loads(path.read_text()))
 
 
 # --------------------------------------------------------------------------- the sweep
