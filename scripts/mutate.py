@@ -22,7 +22,8 @@ computed once.
 It prints, per module, the mutants killed out of those tested and the share, then every
 survivor with its diff and its reason from tests/mutation/SURVIVORS.md: the reason given
 for that mutant by name, or the reason of its class (a mutant that changes only the
-wording of an error message, or only the text of a claim's or a check's row). A score
+wording of an error message, or only the text of a claim's or a check's row, that text
+held in a variable too when nothing else reads it). A score
 is a finding, not a gate: the exit status is 1 only when a survivor has no reason. A
 module whose test file is missing is an error: nothing is run. A summary goes to
 ``_build/mutation/summary.json``.
@@ -257,14 +258,110 @@ def _blank(node):
     return node
 
 
+def _blank_inside(node, keys: bool = True) -> None:
+    """Every f-string, string or ``None`` below ``node`` made the empty string; with
+    ``keys=False`` a dictionary's keys are kept (they are looked up)."""
+    for n in ast.walk(node):
+        for field, value in ast.iter_fields(n):
+            if not keys and isinstance(n, ast.Dict) and field == "keys":
+                continue
+            if isinstance(value, list):
+                value[:] = [_blank(v) for v in value]
+            else:
+                setattr(n, field, _blank(value))
+
+
+#: The arguments of :data:`ROWS` that hold a row's words, by position and by keyword:
+#: a claim's all but its key, verdict and decision, a check's text (``what``).
+WORDS = {
+    "Claim": (
+        {1, 2, 3, 5},
+        {"claim", "paper", "book", "reason", "rule", "setting", "would_take"},
+    ),
+    "Check": ({0}, {"what"}),
+}
+
+
+def _words(node) -> bool:
+    """A string, an f-string, ``None``, or a look-up in a module's table of words
+    (``TEX["smin"]``: a capitalised name subscripted by a constant or a name)."""
+    if _blank(node) is not node:
+        return True
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id.isupper()
+        and isinstance(node.slice, (ast.Constant, ast.Name))
+    )
+
+
+def _text_variables(func: ast.AST) -> None:
+    """In place: the value of a local variable read only within a row's words (a text
+    held in a variable, then passed to a ``Check`` or ``Claim``) blanked, as the words
+    of a row are: a string, f-string, ``None`` or table look-up made the empty string,
+    and every string, f-string or ``None`` inside any other value (a dictionary's
+    values, an ``if``-expression's arms; its condition stays)."""
+    text = set()
+    for call in ast.walk(func):
+        name = getattr(call.func, "id", None) if isinstance(call, ast.Call) else None
+        if name in WORDS:
+            positions, keywords = WORDS[name]
+            parts = [a for i, a in enumerate(call.args) if i in positions]
+            parts += [k.value for k in call.keywords if k.arg in keywords]
+            text |= {id(n) for part in parts for n in ast.walk(part)}
+    loads: dict[str, list[ast.Name]] = {}
+    stores: dict[str, int] = {}
+    for n in ast.walk(func):
+        if isinstance(n, ast.Name):
+            if isinstance(n.ctx, ast.Load):
+                loads.setdefault(n.id, []).append(n)
+            else:
+                stores[n.id] = stores.get(n.id, 0) + 1
+    only_text = {  # read nowhere else (or nowhere: a mutant may drop the row's words)
+        name
+        for name, count in stores.items()
+        if count == 1 and all(id(u) in text for u in loads.get(name, []))
+    }
+    for statement in ast.walk(func):
+        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+            continue
+        target, value = statement.targets[0], statement.value
+        if isinstance(target, ast.Name):
+            pairs = [(target, value, statement, "value")]
+        elif (
+            isinstance(target, ast.Tuple)
+            and isinstance(value, ast.Tuple)
+            and len(target.elts) == len(value.elts)
+        ):
+            pairs = [
+                (t, v, value.elts, i)
+                for i, (t, v) in enumerate(zip(target.elts, value.elts))
+            ]
+        else:
+            continue
+        for t, v, holder, where in pairs:
+            if not (isinstance(t, ast.Name) and t.id in only_text):
+                continue
+            if _words(v):
+                blank = ast.Constant("")
+                if isinstance(holder, list):
+                    holder[where] = blank
+                else:
+                    setattr(holder, where, blank)
+            else:
+                _blank_inside(v, keys=False)
+
+
 def only_row_text(original: ast.AST, mutant: ast.AST) -> bool:
     """Whether two functions differ only in strings (f-string parts included, or a
     string made ``None``) inside the calls of :data:`ROWS`, other than a claim's key
-    (its first argument)."""
+    (its first argument), or in the value of a variable read only there
+    (:func:`_text_variables`)."""
 
     def normal(node):
         node = ast.parse(ast.unparse(node)).body[0]
         node.name = "f"
+        _text_variables(node)
         for call in ast.walk(node):
             call_of = call.func if isinstance(call, ast.Call) else None
             name = getattr(call_of, "id", None)
@@ -273,13 +370,8 @@ def only_row_text(original: ast.AST, mutant: ast.AST) -> bool:
                 call.args[first:] = [_blank(a) for a in call.args[first:]]
                 for k in call.keywords:
                     k.value = _blank(k.value)
-                text = call.args[first:] + [k.value for k in call.keywords]
-                for n in (m for a in text for m in ast.walk(a)):
-                    for field, value in ast.iter_fields(n):
-                        if isinstance(value, list):
-                            value[:] = [_blank(v) for v in value]
-                        else:
-                            setattr(n, field, _blank(value))
+                for a in call.args[first:] + [k.value for k in call.keywords]:
+                    _blank_inside(a)
         return ast.dump(node)
 
     return normal(original) == normal(mutant) and ast.dump(original) != ast.dump(mutant)

@@ -121,3 +121,41 @@ def test_every_experiments_verdicts_are_mutated_with_its_tests():
         path = "rcutil/" + e.verdicts.removeprefix("rcutil.").replace(".", "/") + ".py"
         assert path in modules, f"{path} is not in [tool.mutmut.modules]"
     assert {"rcutil/claims.py", "rcutil/report.py"} <= set(modules)
+
+
+VARIABLES = '''def checks(r):
+    end, b0 = "at the end", TEX[0.0]
+    names = {"gain": "the gain"}
+    word = "up" if r.up else "down"
+    limit = 1.0
+    return [
+        Check(f"{b0}: x {end}, {word}", r.x, "<=", limit),
+        Claim("key", "n", "p", "b", r.v, ", ".join(names[k] for k in r.failed)),
+    ]
+'''
+
+
+@pytest.mark.parametrize(
+    "old, new, text_only",
+    [
+        ('"at the end", TEX', "None, TEX", True),
+        ("TEX[0.0]", "TEX[1.0]", True),
+        ('"the gain"}', '"XXthe gainXX"}', True),
+        ('"up" if', '"UP" if', True),
+        ('f"{b0}: x {end}, {word}"', "None", True),  # the variables no longer read
+        ('{"gain"', '{"XXgainXX"', False),  # a key is looked up
+        ("if r.up", "if not r.up", False),  # which words is a reading
+        ("limit = 1.0", "limit = 2.0", False),  # read as a threshold
+        ("r.v, ", "r.w, ", False),  # the verdict
+    ],
+)
+def test_a_text_held_in_a_variable_read_only_in_a_rows_words_is_row_text(
+    old, new, text_only
+):
+    """A string, ``None`` or a table look-up (``TEX[...]``) assigned to a variable that
+    only the words of ``Check`` and ``Claim`` rows read is part of those words; a key,
+    a condition or a number is not."""
+    assert VARIABLES.count(old) == 1
+    original = ast.parse(VARIABLES).body[0]
+    mutant = ast.parse(VARIABLES.replace(old, new)).body[0]
+    assert mutate.only_row_text(original, mutant) is text_only

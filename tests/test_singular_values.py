@@ -56,6 +56,10 @@ def test_the_bound_claim_follows_from_the_collapsed_regime(result):
     assert bound.verdict == _status(result) == claims.REPRODUCED
     assert bound.setting.kind == claims.RECONSTRUCTION
     assert bound.setting.differences[0].startswith("the book's bound, which needs")
+    # and the sweep's choices the paper does not make: the scaling, the draws' scale
+    assert len(bound.setting.differences) == 3
+    assert r"\tau = d_{QK}" in bound.setting.differences[1]
+    assert r"1/\sqrt d" in bound.setting.differences[2]
     gain = verdicts.gains(result, _regime(result, "tau=d_qk"))
     assert (
         f"by at least {gain.min():,.0f} (median {np.median(gain):,.0f})" in bound.book
@@ -68,11 +72,15 @@ def test_the_statement_as_the_paper_gives_it_is_refuted(result):
     assert stated.key == "lemma-residual" and stated.verdict == claims.NOT_REPRODUCED
     assert stated.setting == claims.STATED
     assert stated.reason.startswith("2 counterexamples: the statement is false")
+    assert "below 1e-12 of the largest" in stated.rule  # the tolerance of "singular"
     found = verdicts.rank_counterexamples()
     assert [c.refutes for c in found] == [True, True]
     for c in found:  # X of full rank, Z singular to round-off
         assert c.sigma_X[-1] > 0.1 and c.sigma_Z[-1] < 1e-14 * c.sigma_Z[0]
+        assert f"{c.what}: $\\sigma_{{\\min}}(Z)/\\sigma_{{\\max}}(Z)$" in stated.book
         assert f"= {c.sigma_Z[-1] / c.sigma_Z[0]:.1e} while" in stated.book
+    assert found[0].what.startswith("$W_V = I$, $\\beta = 0.5$")
+    assert found[1].what.startswith("$W_V = -I$, $\\beta = 1$")
     # W_V = I: P + beta I = (1 + beta)/2 11^T, singular values (1 + beta) and 0
     first = found[0]
     assert first.sigma_Z == pytest.approx((1.5, 0.0), abs=1e-15)
@@ -81,10 +89,14 @@ def test_the_statement_as_the_paper_gives_it_is_refuted(result):
     assert sum(v < 1e-12 * found[1].sigma_Z[0] for v in found[1].sigma_Z) == 2
 
 
-@pytest.mark.parametrize("beta", [0.1, 0.5, 0.9])
-def test_the_identity_counterexample_holds_for_every_residual_strength_below_one(beta):
+@pytest.mark.parametrize("beta, ratio", [(0.1, "1.22222"), (0.5, "3"), (0.9, "19")])
+def test_the_identity_counterexample_holds_for_every_residual_strength_below_one(
+    beta, ratio
+):
     c = verdicts.rank_counterexamples(beta)[0]
     assert c.refutes and c.sigma_Z[0] == pytest.approx(1 + beta)
+    # its text gives the score gap g = log((1 + beta) / (1 - beta)) it uses
+    assert c.what.endswith(f"$g = \\log {ratio}$")
 
 
 def test_without_a_counterexample_the_statement_is_not_resolved(result, monkeypatch):
@@ -178,3 +190,112 @@ def test_the_weyl_onset_is_where_the_median_bound_turns_positive(result):
     never = copy.deepcopy(result)
     _regime(never, "tau=d_qk").weyl_lower[-1] = -1.0
     assert np.isnan(verdicts.weyl_onset(never, _regime(never, "tau=d_qk")))
+
+
+def _onset_row(result):
+    (row,) = [c for c in verdicts.checks(result) if "Weyl bound is positive" in c.what]
+    return row
+
+
+def test_a_bound_positive_at_every_beta_has_its_onset_at_zero(result):
+    always = copy.deepcopy(result)
+    reg = _regime(always, "tau=d_qk")
+    reg.weyl_lower = np.minimum(reg.sigma_min, 1e-3)  # still below sigma_min
+    assert verdicts.weyl_onset(always, reg) == 0.0
+    assert _onset_row(always).value == 0.0 and _onset_row(always).ok
+
+
+def test_a_bound_positive_only_at_beta_one_fails_the_onset_row(result):
+    late = copy.deepcopy(result)
+    _regime(late, "tau=d_qk").weyl_lower[:-1] = 0.0
+    row = _onset_row(late)
+    assert row.value == 1.0 and not row.ok
+    assert _onset_row(result).value == verdicts.weyl_onset(
+        result, _regime(result, "tau=d_qk")
+    )
+
+
+def test_the_table_reads_each_scalings_own_sweep(result):
+    """Weyl's bound and the step in beta have one row per scaling, each the reading of
+    its own regime; the median condition number's row is its fall, beta = 0 over 1."""
+    table = {c.what: c for c in verdicts.checks(result)}
+    for scaling in (sv.STANDARD, sv.COLLAPSED):
+        reg, tau = _regime(result, scaling), verdicts.TAU[scaling]
+        weyl = table[f"{tau}: Weyl's lower bound over $\\sigma_{{\\min}}(Z)$, largest"]
+        assert weyl.value == (reg.weyl_lower / reg.sigma_min).max()
+        (step,) = [c for w, c in table.items() if w.startswith(f"{tau}: mean ")]
+        assert step.value == np.diff(reg.sigma_min.mean(axis=1)).min() > 0
+    reg = _regime(result, sv.COLLAPSED)
+    b0, b1 = _row(result, 0.0), _row(result, 1.0)
+    (kappa,) = [c for w, c in table.items() if "median $\\kappa(Z)$" in w]
+    fall = np.median(reg.kappa[b0]) / np.median(reg.kappa[b1])
+    assert kappa.value == pytest.approx(fall, rel=1e-12) and kappa.op == ">"
+
+
+def _at(edited, scaling, beta, draw, **values):
+    """``edited`` with the given fields of one draw at one beta set."""
+    reg, row = _regime(edited, scaling), _row(edited, beta)
+    for field, value in values.items():
+        getattr(reg, field)[row, draw] = value
+    return edited
+
+
+def _failed_rows(result):
+    return [c.what for c in verdicts.checks(result) if not c.ok]
+
+
+def test_weyl_above_sigma_min_only_by_round_off_still_holds(result):
+    """The bound may exceed the SVD's sigma_min by the relative round-off RTOL, not
+    more: at exactly 1 + RTOL the claim and its row hold, one float above they fail,
+    and so does a bound at 1.5 times sigma_min."""
+
+    def bound_at(ratio):  # one draw's bound at ``ratio`` times its sigma_min of 1
+        edited = copy.deepcopy(result)
+        return _at(edited, sv.STANDARD, 0.5, 0, sigma_min=1.0, weyl_lower=ratio)
+
+    limit = 1 + verdicts.RTOL
+    at_limit = bound_at(limit)
+    assert verdicts.claims(at_limit)[1].verdict == claims.REPRODUCED
+    assert not any("Weyl's lower bound" in w for w in _failed_rows(at_limit))
+    for above in (np.nextafter(limit, 2.0), 1.5):
+        edited = bound_at(above)
+        bound = verdicts.claims(edited)[1]
+        assert bound.verdict == claims.NOT_REPRODUCED
+        assert bound.reason == "fails: Weyl's bound"
+        (failed,) = _failed_rows(edited)
+        assert failed.startswith(verdicts.TAU[sv.STANDARD]) and "Weyl's lower" in failed
+
+
+def test_a_gain_of_exactly_the_floor_is_not_enough(result):
+    """One draw whose sigma_min(Z) grows exactly GAIN = 100 times fails the claim and
+    its row (the rule asks for more than 100); 100.5 times passes."""
+    for gain, holds in ((100.0, False), (100.5, True)):
+        edited = _at(copy.deepcopy(result), sv.COLLAPSED, 1.0, 7, sigma_min=gain)
+        edited = _at(edited, sv.COLLAPSED, 0.0, 7, sigma_min=1.0)
+        assert verdicts.gains(edited, _regime(edited, sv.COLLAPSED)).min() == gain
+        bound = verdicts.claims(edited)[1]
+        failed = _failed_rows(edited)
+        if holds:
+            assert bound.verdict == claims.REPRODUCED and not failed
+        else:
+            assert bound.verdict == claims.NOT_REPRODUCED
+            assert bound.reason == "fails: the gain in the collapse"
+            assert len(failed) == 1 and "smallest gain" in failed[0]
+
+
+def test_a_fall_of_exactly_kappa_drop_is_not_enough(result):
+    """The median condition number falling exactly KAPPA_DROP = 10 times fails the
+    claim and its row (the rule asks for more); 10.5 times passes."""
+    for fall, holds in ((10.0, False), (10.5, True)):
+        edited = copy.deepcopy(result)
+        reg = _regime(edited, sv.COLLAPSED)
+        reg.kappa[_row(edited, 0.0)] = fall
+        reg.kappa[_row(edited, 1.0)] = 1.0
+        bound = verdicts.claims(edited)[1]
+        failed = _failed_rows(edited)
+        if holds:
+            assert bound.verdict == claims.REPRODUCED and not failed
+        else:
+            assert bound.verdict == claims.NOT_REPRODUCED
+            assert bound.reason == "fails: the fall of the condition number"
+            assert len(failed) == 1 and "median $\\kappa(Z)$" in failed[0]
