@@ -705,3 +705,259 @@ def test_one_seed_under_one_step_rule_moves_the_numbers_the_row_shows(result):
     common = "common step, β = 0 − β = 1"
     assert part(after, common).estimate == part(before, common).estimate
     assert f"{label}: 8 [" in after.decision.line()
+
+
+# ------------------------------------------------------------ defaults, kinds, horizons
+def test_the_readings_default_to_the_excess_under_the_common_step_at_T(result):
+    """Called without a rule, a horizon or a kind, every reading is the main one: the
+    loss above the best-found loss at T under the common step; a horizon given to
+    ``excess`` is the one read (the chapter reads T/2 that way)."""
+    T = result.settings.steps
+    set_gaps(result, STALL, rules="common")
+    set_gaps(result, FALLING, rules="own")
+    set_gaps(result, FLAT, times=[T // 2])
+    for b in verdicts.betas(result):
+        main = verdicts.measure(result, b, "common", T, "excess")
+        np.testing.assert_array_equal(verdicts.measure(result, b), main)
+        np.testing.assert_array_equal(verdicts.excess(result, b), main)
+        np.testing.assert_allclose(
+            verdicts.measure(result, b, t=T // 2), FLAT[b], rtol=1e-12
+        )
+        half = verdicts.excess(result, b, "common", T // 2)
+        np.testing.assert_allclose(half, FLAT[b], rtol=1e-12)
+    trend = verdicts.order_part(result)
+    assert trend.label == "common step, slope per β level"
+    assert trend.estimate == verdicts.order_part(result, "common", T, "excess").estimate
+    stall = verdicts.stall_parts(result)
+    assert [p.label for p in stall][0] == "common step, β = 0 − β = 0.25"
+    assert [p.estimate for p in stall] == [
+        p.estimate for p in verdicts.stall_parts(result, "common", T, "excess")
+    ]
+
+
+BS = (0.25, 0.5, 0.75, 1.0)
+
+
+def raw_against_excess(result):
+    """Best-found losses raised by 40 beta (drift kept at zero) under gaps that fall
+    along beta (and the first losses with them): the loss above them falls, the raw
+    loss rises."""
+    for p in result.points:
+        p.floor = list(np.asarray(p.floor) + 40 * p.beta)
+    for run in result.runs:
+        run.loss[:, 0] += 40 * run.beta
+    settle(result)
+    set_gaps(result, STALL)
+
+
+def test_the_raw_loss_decides_its_own_reading_of_both_claims(result):
+    """Under the raw loss beta = 0 ends lowest and the loss rises along beta, while
+    the loss above the best-found loss falls and beta = 0 stays highest: each reading
+    decides from its own measure, and the row shows the raw reading's verdict."""
+    raw_against_excess(result)
+    assert verdicts.order_decision(result).verdict == C.REPRODUCED
+    assert verdicts.order_decision(result, None, "raw").verdict == C.NOT_REPRODUCED
+    assert verdicts.stall_decision(result).verdict == C.REPRODUCED
+    raw_stall = verdicts.stall_decision(result, None, "raw")
+    assert raw_stall.verdict == C.INCONCLUSIVE
+    assert all(p.estimate < 0 for p in raw_stall.parts)
+    raw0 = verdicts.measure(result, 0.0, "own", None, "raw")
+    raw_parts = verdicts.stall_parts(result, "own", None, "raw")
+    assert [p.estimate for p in raw_parts] == pytest.approx(
+        [np.mean(raw0 - verdicts.measure(result, b, "own", None, "raw")) for b in BS]
+    )
+    for key in ("jena-order", "jena-stall"):
+        raw = verdicts.speed_decision(result, key, None, "raw")
+        assert raw.verdict != verdicts.speed_decision(result, key).verdict
+    assert "raw at T: not reproduced" in row(result, "jena-order").book
+    assert "raw at T: inconclusive" in row(result, "jena-stall").book
+
+
+def test_the_raw_order_is_not_guarded_by_the_best_found_loss(result):
+    """A drift of 1.5 at beta = 0.5 makes the main reading of the order inconclusive
+    (4 < 5 × 1.5); the raw loss reads no best-found loss and still decides, though
+    its own change along beta (about 5) is within 5 × 1.5 as well."""
+    set_gaps(result, FALLING)
+    settle(result, 1.5, betas=[0.5])
+    assert not verdicts.order_decision(result).measurable
+    raw = verdicts.order_decision(result, None, "raw")
+    assert raw.measurable and raw.verdict == C.REPRODUCED
+    compared = verdicts.compared(result, "jena-order")
+    assert len(verdicts.under_drift(result, list(raw.parts), compared)) == 2
+
+
+def test_the_order_is_guarded_by_the_drift_at_every_beta_of_the_sweep(result):
+    """The trend reads every beta, so a drift at the last beta alone (5 × 0.9 > 4)
+    leaves both its parts inconclusive."""
+    set_gaps(result, FALLING)
+    settle(result, 0.9, betas=[1.0])
+    decision = verdicts.order_decision(result)
+    assert not decision.measurable
+    assert decision.why_not_measurable.count("against 5 × 0.9") == 2
+
+
+def test_the_stall_is_decided_at_the_horizon_it_is_given(result):
+    """At T beta = 0 ends lowest; at T/2 it is the farthest from its floor: the stall
+    read at T/2 holds, both sides of each part read at T/2, and the row shows it."""
+    T = result.settings.steps
+    set_gaps(result, spread({0.0: 1.0, 0.25: 10, 0.5: 10, 0.75: 10, 1.0: 10}))
+    set_gaps(result, STALL, times=[T // 2])
+    assert verdicts.stall_decision(result).verdict != C.REPRODUCED
+    assert verdicts.stall_decision(result, T // 2).verdict == C.REPRODUCED
+    assert verdicts.speed_decision(result, "jena-stall", T // 2).verdict == C.REPRODUCED
+    estimates = [p.estimate for p in verdicts.stall_parts(result, "own", T // 2)]
+    assert estimates == pytest.approx([7.0, 6.0, 8.0, 7.0])
+    assert f"excess at t = {T // 2}: reproduced" in row(result, "jena-stall").book
+
+
+def test_a_part_at_exactly_five_times_the_drift_decides(result):
+    """Best-found losses of 1 and a drift of 0.25 (both exact in binary), and gaps of
+    exact binary values: beta = 0 against 0.25 differs by exactly 1.25 = 5 × 0.25 on
+    every seed, which decides; a drift of 0.5 does not let it."""
+    noise = np.array([0.0, 0.125, -0.125, 0.25, -0.25])
+    levels = {0.0: 5.25, 0.25: 4.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0}
+    for p in result.points:
+        p.floor = [1.0] * len(p.floor)
+    settle(result, 0.25)
+    set_gaps(result, {b: v + noise for b, v in levels.items()})
+    parts = verdicts.stall_parts(result)
+    assert parts[0].estimate == 1.25 and verdicts.drift_of(result, [0.0, 0.25]) == 0.25
+    assert verdicts.stall_decision(result).verdict == C.REPRODUCED
+    settle(result, 0.5)
+    assert verdicts.stall_decision(result).verdict == C.INCONCLUSIVE
+
+
+def test_the_order_is_paired_by_seed(result):
+    """Seeds that end 10 apart, each falling by 0.25 per beta level: paired by seed
+    (the models of one seed start from the same weights) the trend holds; the spread
+    between seeds would hide it from an unpaired test."""
+    offsets = np.array([0.0, 10.0, 20.0, 30.0, 40.0])
+    levels = {b: 10.0 - b + offsets for b in verdicts.betas(result)}
+    set_gaps(result, levels)
+    part = verdicts.order_part(result)
+    assert part.design == C.PAIRED_TREND
+    assert part.estimate == pytest.approx(-0.25)
+    assert verdicts.order_decision(result).verdict == C.REPRODUCED
+
+
+# --------------------------------------------------------------------------- acceptance
+def test_acceptance_reads_each_number_against_its_own_threshold(result):
+    """A run whose last loss is 1.5 times its first fails "lowers the loss" (however
+    high its loss after one step); a common step off by a millionth fails its rule;
+    a float64 reading 1.5 times the main ratio fails the re-reading; a GD run that
+    reaches its own seed's best-found loss exactly passes."""
+    T = result.settings.steps
+    checks.require(verdicts.checks(result))
+    run = results.pick(result.runs, beta=0.25, rule="own")
+    floor = verdicts.best_found(result, 0.25)
+    run.loss[0, 5] = floor[0]  # the lowest best-found loss of the seeds
+    assert np.argmin(floor) == 0
+    checks.require(verdicts.checks(result))
+    run = results.pick(result.runs, beta=0.5, rule="common")
+    run.loss[0, 1] = 10 * run.loss[0, 0]
+    run.loss[0, T] = 1.5 * run.loss[0, 0]
+    failed = [c.what for c in verdicts.checks(result) if not c.ok]
+    assert failed == ["largest $\\Phi_T / \\Phi_0$ over all runs"]
+    run.loss[0, T] = 0.5 * run.loss[0, 0]
+    results.pick(result.runs, beta=1.0, rule="common").step_size[2] *= 1 + 1e-6
+    failed = [c.what for c in verdicts.checks(result) if not c.ok]
+    assert failed == ["common step times $\\max \\lambda_{\\max}$, largest error"]
+    result = copy.deepcopy(result)
+    for r in result.runs:
+        r.step_size[:] = results.pick(result.runs, beta=1.0, rule=r.rule).step_size[:]
+    point = results.pick(result.points, beta=0.5)
+    main = verdicts.reading(point, "float64", "stacked", "spectral")
+    main.ratio = list(1.5 * np.asarray(main.ratio))
+    failed = [c.what for c in verdicts.checks(result) if not c.ok]
+    assert "float64 stacked spectral reading over the main ratio on the same grid" in (
+        failed
+    )
+
+
+def test_the_book_profile_asks_five_seeds_and_the_others_three(result):
+    def seeds_ok(profile, n):
+        result.settings = replace(
+            result.settings, profile=profile, seeds=tuple(range(n))
+        )
+        return verdicts.checks(result)[0].ok
+
+    assert seeds_ok("ci", 3) and not seeds_ok("ci", 2)
+    assert seeds_ok("paper", 3)
+    assert seeds_ok("book", 5) and not seeds_ok("book", 4)
+
+
+# --------------------------------------------------------------------------- the rows
+def test_rows_name_their_horizon_setting_ratio_labels_and_paper_norms(result):
+    """The speed rows name T and the setting's sizes (windows, tokens, steps, seeds)
+    and measure; the ratio row its precision and factor, the beta of each part, and
+    the norms at which the paper's value is the float32 rounding level."""
+    s = result.settings
+    order, stall, ratio_row = verdicts.claims(result)
+    assert order.book.startswith(f"$\\Phi_T - \\hat\\Phi$ at $T = {s.steps:,}$ per")
+    for claim in (order, stall):
+        text = " | ".join(claim.setting.differences)
+        assert f"N = {s.n_windows} windows of n = {s.n} hourly tokens" in text
+        assert f"T = {s.steps:,} GD steps, common and own step, 5 seeds" in text
+        assert "best-found loss" in text.lower()
+    assert "float64" in ratio_row.setting.differences
+    assert "a gap of a factor 100 " in " | ".join(ratio_row.setting.differences)
+    labels = [p.label for p in ratio_row.decision.parts]
+    assert labels == [
+        f"log10 ρ(β = {b:g}) − log10 ρ(0)" for b in (0.25, 0.5, 0.75, 1.0)
+    ]
+    low, high = verdicts.paper_norms(result)
+    assert f"{low:.3g} to {high:.3g}" in ratio_row.reason
+    assert ratio_row.reason.startswith(ratio_row.decision.reason())
+
+
+# ------------------------------------------------------------------ bracket and factors
+def test_the_bracket_takes_the_nearest_reading_each_side_the_value_itself_below(result):
+    """Four float64 readings, in no order of their values: the nearest below (a
+    reading at exactly the paper's value counts as below) and the nearest above; with
+    every reading on one side, the other side is None."""
+    point = results.pick(result.points, beta=0.0)
+    f64 = [r for r in point.readings if r.precision == "float64"]
+    paper = verdicts.PAPER_RATIO_BETA0
+    for r, value in zip(f64, [1e-11, paper, 1e-12, 1e-16]):
+        r.ratio = [value] * len(r.ratio)
+    below, above = verdicts.bracket(result)
+    assert below is f64[1] and above is f64[2]
+    for r, value in zip(f64, [1e-11, 1e-10, 1e-12, 1e-9]):
+        r.ratio = [value] * len(r.ratio)
+    assert verdicts.bracket(result) == (None, f64[2])
+    for r, value in zip(f64, [1e-15, 1e-16, 1e-14, 1e-17]):
+        r.ratio = [value] * len(r.ratio)
+    assert verdicts.bracket(result) == (f64[2], None)
+
+
+def test_the_factor_reading_divides_by_each_factors_own_norm(result):
+    """Norms of 2, 10 and 4 for the attention, the window and W_V: each smallest
+    singular value is read over its own factor's norm, and the tighter cap is
+    min(sigma(P) ||X||, ||P|| sigma(X)) = 1e-3, 5 decades above sigma(P X)."""
+    ones = dict(norm_P=2.0, norm_X=10.0, norm_W_V=4.0, sigma_Z=1e-9, rank_one=0.5)
+    factors_of(result, **ones, sigma_P=1e-4, sigma_X=1e-3, sigma_W_V=0.4)
+    factors_of(result, sigma_PX=1e-8)
+    reading = verdicts.factor_reading(result)
+    np.testing.assert_allclose(reading.relative["attention"], 5e-5)
+    np.testing.assert_allclose(reading.relative["window"], 1e-4)
+    np.testing.assert_allclose(reading.relative["values"], 0.1)
+    assert reading.below_cap == pytest.approx(5.0)
+
+
+def test_the_factor_reading_takes_each_seeds_own_smallest_reading(result):
+    """Seed 0's smallest sigma_min(Z_p) is at the fourth grid point, the others' at
+    the second, where their attention is far from singular: the median seed's
+    attention is not near singular. A reading of three seeds on the same grid reads
+    three seeds."""
+    f = factors_of(result, sigma_Z=1.0, sigma_P=1e-4, norm_P=1.0)
+    f.sigma_Z[0, 3] = 1e-12
+    f.sigma_Z[1:, 1] = 1e-10
+    f.sigma_P[:, 1] = 0.5
+    reading = verdicts.factor_reading(result)
+    assert "attention" not in reading.near
+    np.testing.assert_allclose(reading.relative["attention"], [1e-4] + [0.5] * 4)
+    fields = [k for k, v in vars(f).items() if isinstance(v, np.ndarray)]
+    for name in fields:
+        setattr(f, name, getattr(f, name)[:3])
+    assert f.sigma_Z.shape == (3, len(result.grid))
+    assert verdicts.factor_reading(result).relative["attention"].shape == (3,)
