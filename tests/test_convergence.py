@@ -732,3 +732,78 @@ def test_the_rate_check_factor_is_the_certified_rates_margin_over_mu_alpha(ci_re
         mu_alpha = d.certificate.mu * d.certificate.alpha
         assert verdicts.rate_check_factor(d) == pytest.approx(margin / mu_alpha)
         assert verdicts.rate_check_factor(d) > 1.0
+
+
+# ---------------------------------------- each row's reason and setting, from its data
+def claim_row(result, key):
+    return next(c for c in verdicts.claims(result) if c.key == key)
+
+
+def test_the_lemma_row_names_the_depths_where_it_fails(ci_result):
+    held = claim_row(ci_result, "lemma-smoothness").reason
+    assert "fails" not in held
+    at_2 = distance_past_bound(ci_result)
+    assert claim_row(at_2, "lemma-smoothness").reason.endswith("fails at $L$ = 2")
+    at_2_and_4 = pl_at_depth(at_2, 4, 1)
+    reason = claim_row(at_2_and_4, "lemma-smoothness").reason
+    assert reason.endswith("fails at $L$ = 2, 4")
+    assert reason.startswith(held.split("; ")[0])
+
+
+@pytest.mark.parametrize(
+    "key, edit",
+    [
+        ("theorem-1", lambda r: edited(r, 1, loss=rising_step(at(r, 1)))),
+        ("corollary-1", lambda r: edited(r, 1, **stopped_early(at(r, 1)))),
+    ],
+)
+def test_a_single_check_claims_reason_follows_its_verdict(ci_result, key, edit):
+    held, failed = claim_row(ci_result, key), claim_row(edit(ci_result), key)
+    assert (held.verdict, failed.verdict) == (REPRODUCED, NOT_REPRODUCED)
+    assert isinstance(held.reason, str) and isinstance(failed.reason, str)
+    assert held.reason and failed.reason and held.reason != failed.reason
+    # the failing reason says which way the number went
+    assert any(w in failed.reason for w in ("less than", "above"))
+
+
+def test_the_multilayer_row_shows_every_depth_and_names_those_that_fail(ci_result):
+    deep = [d.layers for d in ci_result.depths if d.layers > 1]
+    row = claim_row(ci_result, "multilayer")
+    assert "fails" not in row.reason
+    assert all(f"$L = {L}$: max rate" in row.book for L in deep)
+    at_4 = edited(ci_result, 4, loss=rising_step(at(ci_result, 4)))
+    assert claim_row(at_4, "multilayer").reason.endswith("fails at $L$ = 4")
+    at_2_and_4 = edited(at_4, 2, **stopped_early(at(at_4, 2)))
+    assert claim_row(at_2_and_4, "multilayer").reason.endswith("fails at $L$ = 2, 4")
+
+
+def test_a_late_rate_slower_than_Z_predicts_fails_the_rate_claim(ci_result):
+    """The factor is taken both ways: a late ``1 -`` rate 1.2 times smaller than
+    ``Z_0`` predicts is as far off as one 1.2 times larger."""
+    gap = 1 - verdicts.predicted_from_Z(pick(ci_result.sweep, beta=1.0))
+    slow = with_point(ci_result, 1.0, late_rate=1 - gap / 1.2)
+    row = claim_row(slow, "rate-singular-values")
+    assert row.verdict == NOT_REPRODUCED
+    assert expected_statuses(slow)["rate-singular-values"] == NOT_REPRODUCED
+    assert "late rate at $\\beta = 1$" in row.reason
+    assert "within a factor 1.200 of" in row.book
+
+
+def test_a_late_rate_exactly_Z_FACTOR_off_its_prediction_is_within_it(ci_result):
+    # mu (beta sigma_Nn(Z_0))^2 = 5/8: the prediction (3/8)^2 and the late rate 7/128
+    # are exact in float64, and (1 - 7/128) / (1 - 9/64) = 1.1 rounds to Z_FACTOR
+    edge = with_point(ci_result, 1.0, mu=0.625, sigma_min_Z=1.0, late_rate=7 / 128)
+    assert verdicts.z_factor(pick(edge.sweep, beta=1.0)) == verdicts.Z_FACTOR
+    assert statuses(edge)["rate-singular-values"] == REPRODUCED
+
+
+def test_the_rows_settings_carry_the_instances_numbers(ci_result):
+    s = ci_result.settings
+    size = f"$N = {s.N}$, $n = {s.n}$, $d = {s.d}$"
+    for r in verdicts.claims(ci_result):
+        assert any(
+            size in x and f"$\\tau = {s.tau:g}$" in x for x in r.setting.differences
+        ), r.key
+    rate = claim_row(ci_result, "rate-singular-values").setting.differences
+    assert any(f"$d = {s.d}\\ge Nn = {s.N * s.n}$" in x for x in rate)
+    assert any(x.startswith(f"$W_2$ started at {s.W_2_scale:g} ") for x in rate)
