@@ -387,3 +387,313 @@ def test_the_claims_show_their_uncertainty_and_typeset_math(result):
             assert "d_QK" not in text and "sigma_min" not in text, text
     gd = verdicts.claims(result)[1]
     assert "p = " in gd.evidence and "4 paired seeds" in gd.evidence
+
+
+# --------------------------------------------------------------------------- the table
+def _row(table, words):
+    """The row of the acceptance table whose text is ``words``, or the one row whose
+    text has them."""
+    exact = [c for c in table if c.what == words]
+    (row,) = exact or [c for c in table if words in c.what]
+    return row
+
+
+def _readings(result) -> dict:
+    """What each row of the acceptance table reads, by words of its text, written out
+    from the stored arrays: the seed means at the largest d_QK, the sweep's windows,
+    GD's first and last losses, the last layer of the stacks with skips."""
+    at = {b: _sweep(result, "tau=d_qk", b) for b in rc.BETAS}
+    usual0, usual1 = (_sweep(result, "tau=sqrt(d_qk)", b) for b in (0.0, 1.0))
+    hard0 = _sweep(result, "tau=1", 0.0)
+    d_qk = np.asarray(result.d_qk)
+    centred = np.asarray(result.inputs.sigma_min_centred)
+    attn = at[0.0].sigma_min.mean(axis=0)
+    rank = at[0.0].effective_rank.mean(axis=0)
+    flat = usual0.sigma_min.mean(axis=0)[d_qk >= 64]
+    window = d_qk >= 256
+    runs = {r.beta: r for r in result.training}
+    start = {b: r.loss[:, -1] / r.loss[:, 0] for b, r in runs.items()}
+    skip = np.exp(np.log(np.clip(result.depth[1].residual, 1e-16, None)).mean(axis=0))
+    slope = np.polyfit(np.log(d_qk[window]), np.log(attn[window]), 1)[0]
+    lowest = at[1.0].centred_lower[:, -1].min()
+    return {
+        "the largest $d_{QK}$": result.d_qk[-1],
+        "over $\\sigma_{\\min}(\\mathrm{Attn}(X) + X)$": attn[-1]
+        / at[1.0].sigma_min[:, -1].mean(),
+        "in the last decade": int((10 * d_qk >= d_qk[-1]).sum()),
+        "slope of $\\log$": slope,
+        "effective rank per sample": rank[-1],
+        "16 times smaller": rank[-1] / rank[-5],
+        "largest attention weight times $n$": at[0.0].max_weight[:, -1].mean()
+        * result.settings.n,
+        "over $d_{QK} = 1$": at[1.0].sigma_min[:, -1].mean()
+        / at[1.0].sigma_min[:, 0].mean(),
+        "X/2)$ over": at[0.5].sigma_min[:, -1].mean() / attn[-1],
+        "smallest over largest": flat.min() / flat.max(),
+        "$\\tau = 1$: largest attention weight": hard0.max_weight[:, -1].mean(),
+        "under $\\tau = 1$ over": hard0.sigma_min[:, -1].mean() / attn[-1],
+        "$\\beta = 1$: the bound over": (at[1.0].centred_lower[:, -1] / centred).min(),
+        "$\\beta = 0.5$: the bound over": (
+            at[0.5].centred_lower[:, -1] / (0.5 * centred)
+        ).min(),
+        "the bound at the largest $d_{QK}$, smallest": lowest,
+        "$\\sigma_{\\min}(X)$, smallest": (
+            centred / np.asarray(result.inputs.sigma_min)
+        ).min(),
+        "the bound at the largest $d_{QK}$, largest": usual1.centred_lower[:, -1].max(),
+        "GD, $\\beta = 1$: $\\Phi_T / \\Phi_0$": start[1.0].max(),
+        "GD, $\\beta = 0$: $\\Phi_T / \\Phi_0$": start[0.0].min(),
+        "with skips (geometric mean)": skip[-1],
+    }
+
+
+def test_each_row_of_the_table_shows_its_reading(result):
+    table = verdicts.checks(result)
+    for words, value in _readings(result).items():
+        assert _row(table, words).value == pytest.approx(value, rel=1e-12), words
+    # the attention's own readings are the same at every beta (one attention matrix
+    # per seed and d_QK), so the table may read them at any
+    for scaling in ("tau=d_qk", "tau=sqrt(d_qk)", "tau=1"):
+        weights = [_sweep(result, scaling, b).max_weight for b in rc.BETAS]
+        for other in weights[1:]:
+            np.testing.assert_array_equal(other, weights[0])
+
+
+def _scaled(array, j, value, now):
+    """``array[:, j]`` scaled so that a reading proportional to it moves from ``now``
+    to ``value``."""
+    array[:, j] *= value / now
+
+
+def _set_slope(result, value):
+    attn = _sweep(result, "tau=d_qk", 0.0)
+    now = _readings(result)["slope of $\\log$"]
+    attn.sigma_min = attn.sigma_min * np.asarray(result.d_qk) ** (value - now)
+
+
+def _set_rank(result, value):
+    rank = _sweep(result, "tau=d_qk", 0.0).effective_rank
+    rank[:, -1] = value
+
+
+def _set_rank_ratio(result, value):
+    rank = _sweep(result, "tau=d_qk", 0.0).effective_rank
+    rank[:, -1] = value * rank[:, -5].mean()
+
+
+def _set_weight(result, value):
+    for beta in rc.BETAS:  # one attention matrix, read at every beta
+        _sweep(result, "tau=d_qk", beta).max_weight[:, -1] = value / result.settings.n
+
+
+def _set_flat(result, value):
+    """The mean at d_QK = 2^6 under tau = sqrt(d_QK) made ``value`` times the largest
+    mean from there on (and the smallest)."""
+    usual = _sweep(result, "tau=sqrt(d_qk)", 0.0).sigma_min
+    means = usual.mean(axis=0)
+    _scaled(usual, 6, value * means[7:].max(), means[6])
+
+
+def _set_largest(result, value):
+    """The sweep cut at d_QK = ``value``."""
+    k = result.d_qk.index(value) + 1
+    result.d_qk = result.d_qk[:k]
+    for p in result.sweep:
+        for field in dataclasses.fields(p):
+            if isinstance(getattr(p, field.name), np.ndarray):
+                setattr(p, field.name, getattr(p, field.name)[:, :k])
+
+
+def _set_half(result, value):
+    half = _sweep(result, "tau=d_qk", 0.5).sigma_min
+    attn = _sweep(result, "tau=d_qk", 0.0).sigma_min
+    _scaled(half, -1, value, half[:, -1].mean() / attn[:, -1].mean())
+
+
+def _set_unscaled(result, value):
+    hard = _sweep(result, "tau=1", 0.0).sigma_min
+    attn = _sweep(result, "tau=d_qk", 0.0).sigma_min
+    _scaled(hard, -1, value, hard[:, -1].mean() / attn[:, -1].mean())
+
+
+def _set_excess(result, value):
+    """One point of the sweep no other row reads: sigma_min 1, the bound ``value``."""
+    point = _sweep(result, "tau=1", 0.5)
+    point.sigma_min[1, 3], point.centred_lower[1, 3] = 1.0, value
+
+
+def _set_lowest(result, value):
+    _sweep(result, "tau=d_qk", 1.0).centred_lower[0, -1] = value
+
+
+def _set_usual_bound(result, value):
+    _sweep(result, "tau=sqrt(d_qk)", 1.0).centred_lower[0, -1] = value
+
+
+def _gd(result, beta):
+    return next(r for r in result.training if r.beta == beta)
+
+
+def _set_start(result, value):
+    run = _gd(result, 1.0)
+    run.loss[0, -1] = value * run.loss[0, 0]
+
+
+def _set_separated(result, value):
+    run0 = _gd(result, 0.0)
+    run0.sigma_min = run0.sigma_min * (
+        value * _gd(result, 1.0).sigma_min.min() / run0.sigma_min.max()
+    )
+
+
+def _set_floor(result, value):
+    _gd(result, 1.0).loss[:, -1] = value * np.asarray(result.training_floor)
+
+
+def _set_pure(result, value):
+    result.depth[0].residual[:, 6] = value
+
+
+def _decay(exponent, layers=12):
+    """Residuals (2 draws, layers + 1) from 0.5 with ``log r_{l+1} = exponent log
+    r_l``."""
+    logr = math.log(0.5) * exponent ** np.arange(layers + 1.0)
+    return np.tile(np.exp(np.maximum(logr, -700.0)), (2, 1))
+
+
+def _set_exponent(result, value):
+    result.depth[0].residual = _decay(value)
+
+
+# row, how to set its value, a value within its threshold, one beyond
+THRESHOLDS = [
+    ("the largest $d_{QK}$", _set_largest, 2**14, 2**13),
+    ("slope of $\\log$", _set_slope, -0.75, -1.0),
+    ("the same slope", _set_slope, -0.35, 0.0),
+    ("effective rank per sample", _set_rank, 1.05, 1.5),
+    ("16 times smaller", _set_rank_ratio, 0.95, 1.5),
+    ("largest attention weight times $n$", _set_weight, 1.05, 1.5),
+    ("X/2)$ over", _set_half, 100.5, 99.5),
+    ("smallest over largest", _set_flat, 0.35, 0.25),
+    ("under $\\tau = 1$ over", _set_unscaled, 10.5, 9.5),
+    ("over what it bounds", _set_excess, 1 + verdicts.ROUNDING, 1.5),
+    ("over what it bounds", _set_excess, 1.0, np.nextafter(1 + verdicts.ROUNDING, 2)),
+    ("the bound at the largest $d_{QK}$, smallest", _set_lowest, 0.5, 0.0),
+    ("the bound at the largest $d_{QK}$, largest", _set_usual_bound, -0.5, 0.5),
+    ("GD, $\\beta = 1$: $\\Phi_T / \\Phi_0$", _set_start, 0.05, 0.5),
+    ("largest at $\\beta = 0$ over smallest", _set_separated, 0.005, 0.5),
+    ("GD, $\\beta = 1$: $\\Phi_T / \\Phi_{\\mathrm{floor}}$", _set_floor, 0.15, 0.5),
+    ("without skips", _set_pure, 1e-13, 1e-6),
+    ("\\log r_{l+1} / \\log r_l$ there", _set_exponent, 2.5, 1.5),
+]
+
+
+@pytest.mark.parametrize(
+    "words, set_value, within, beyond",
+    THRESHOLDS,
+    ids=[
+        f"{i}-{t[1].__name__.removeprefix('_set_')}" for i, t in enumerate(THRESHOLDS)
+    ],
+)
+def test_a_row_holds_within_its_threshold_and_fails_beyond(
+    result, words, set_value, within, beyond
+):
+    """Each row's value, set on the stored result through the arrays it reads, holds
+    on the side of its threshold the chapter states and fails just across it."""
+    for value, holds in ((within, True), (beyond, False)):
+        edited = copy.deepcopy(result)
+        set_value(edited, value)
+        row = _row(verdicts.checks(edited), words)
+        assert row.value == pytest.approx(value, rel=1e-9), (words, value)
+        assert row.ok is holds, (words, value)
+
+
+def test_the_sweep_cut_short_still_reads_its_largest_d_qk(result):
+    edited = copy.deepcopy(result)
+    _set_largest(edited, 2**14)
+    for words, value in _readings(edited).items():
+        assert _row(verdicts.checks(edited), words).value == pytest.approx(value), words
+
+
+def test_without_a_layer_of_fast_decay_the_exponent_rows_fail_and_show_zero(result):
+    edited = copy.deepcopy(result)
+    edited.depth[0].residual = np.ones_like(edited.depth[0].residual)  # no decay
+    table = verdicts.checks(edited)
+    layers = _row(table, "layers of doubly exponential decay")
+    exponent = _row(table, "\\log r_l$ there, smallest")
+    assert layers.value == 0 and not layers.ok
+    assert exponent.value == 0.0 and not exponent.ok
+    with pytest.raises(AssertionError, match="there, smallest: 0 is not ≥ 2"):
+        require(table)
+
+
+def test_the_decay_exponents_are_read_between_the_start_and_the_floor():
+    """A pair of layers counts when r_l is below 0.9 and r_{l+1} above 1e-13, both
+    strictly, the last pair too."""
+    ratio = math.log(0.1) / math.log(0.5)
+    res = np.array([[0.95, 0.9, 0.5, 0.1, 1e-13, 1e-20]])
+    assert verdicts.cubic_exponents(res) == pytest.approx([ratio])
+    assert verdicts.cubic_exponents(np.array([[0.5, 0.1]])) == pytest.approx([ratio])
+
+
+def test_a_residual_of_zero_is_read_at_the_floor():
+    """Residuals below RES_FLOOR (exact zeros too) are read at it, in the geometric
+    mean over draws and in the decay exponents."""
+    res = np.array([[0.5, 0.0], [0.5, 1e-8]])
+    mean = math.sqrt(verdicts.RES_FLOOR * 1e-8)
+    np.testing.assert_allclose(verdicts.geometric_mean(res), [0.5, mean], rtol=1e-12)
+    (exponent,) = verdicts.cubic_exponents(res)
+    assert exponent == pytest.approx(math.log(mean) / math.log(0.5))
+
+
+def test_the_bound_may_exceed_what_it_bounds_by_the_rounding_only(result):
+    limit = 1 + verdicts.ROUNDING
+    for value, holds in ((1.0, True), (limit, True), (np.nextafter(limit, 2), False)):
+        edited = copy.deepcopy(result)
+        _set_excess(edited, value)
+        spectral = verdicts.claims(edited)[0]
+        assert (spectral.verdict == REPRODUCED) is holds, value
+        assert holds or spectral.reason == "fails: the bound"
+
+
+def test_a_positive_bound_is_one_above_zero_on_every_seed(result):
+    for value, holds in ((0.5, True), (0.0, False)):
+        edited = copy.deepcopy(result)
+        _set_lowest(edited, value)
+        spectral = verdicts.claims(edited)[0]
+        assert (spectral.verdict == REPRODUCED) is holds, value
+        assert f"$\\ge$ {value:.2f} on every seed" in spectral.book
+        assert holds or spectral.reason == "fails: a positive bound"
+
+
+def test_the_collapse_reading_shows_each_scalings_mean_trend_and_largest_d_qk(result):
+    spectral = verdicts.claims(result)[0]
+    assert spectral.book.startswith("at $d_{QK} = 2^{16}$, ")
+    for scaling, trend in (("tau=d_qk", "falling"), ("tau=sqrt(d_qk)", "not falling")):
+        attn = _sweep(result, scaling, 0.0).sigma_min[:, -1]
+        ratio = attn.mean() / _sweep(result, scaling, 1.0).sigma_min[:, -1].mean()
+        mean = claims.fmt(*claims.mean_se(attn))
+        tex, resid = verdicts.TEX[scaling], verdicts.TEX["resid"]
+        assert f"{mean} under {tex} ({ratio:.1e} of {resid}, {trend})" in spectral.book
+    assert _collapses(result, "tau=d_qk") and not _collapses(result, "tau=sqrt(d_qk)")
+    # held: the reason gives the condition of the limit, not a failure
+    assert "{eq}`rc-variance`" in spectral.reason
+    assert spectral.setting.differences[-1] in spectral.reason
+
+
+def test_the_settings_name_each_difference_from_the_paper(result):
+    spectral, gd = verdicts.claims(result)
+    first = spectral.setting.differences
+    assert len(first) == 4 and first[0] == r"$\tau = d_{QK}$"
+    assert r"1/\sqrt d" in first[1] and "{eq}`rc-centred`" in first[2]
+    second = gd.setting.differences
+    assert len(second) == 3 and r"\tau = d_{QK}" in second[0]
+    assert r"\tanh" in second[1] and "sizes and step" in second[2]
+
+
+def test_the_gd_evidence_names_its_quantity_and_the_order_of_the_difference(result):
+    """The estimate is log10 of the last loss over the floor, beta = 1 minus beta = 0:
+    negative where the residual ends lower."""
+    gd = verdicts.claims(result)[1]
+    label = r"$\log_{10}\Phi_T/\Phi_{\mathrm{floor}}$, $\beta = 1$ minus $\beta = 0$"
+    assert gd.evidence.startswith(f"{label}: −")
