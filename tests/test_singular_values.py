@@ -266,6 +266,19 @@ def test_weyl_above_sigma_min_only_by_round_off_still_holds(result):
         assert failed.startswith(verdicts.TAU[sv.STANDARD]) and "Weyl's lower" in failed
 
 
+def _assert_bound_row(edited, holds, part, row):
+    """The bound claim and its acceptance row on an edited result: both hold, or the
+    claim fails naming ``part`` and the one failing row is the one about ``row``."""
+    bound = verdicts.claims(edited)[1]
+    failed = _failed_rows(edited)
+    if holds:
+        assert bound.verdict == claims.REPRODUCED and not failed
+    else:
+        assert bound.verdict == claims.NOT_REPRODUCED
+        assert bound.reason == f"fails: {part}"
+        assert len(failed) == 1 and row in failed[0]
+
+
 def test_a_gain_of_exactly_the_floor_is_not_enough(result):
     """One draw whose sigma_min(Z) grows exactly GAIN = 100 times fails the claim and
     its row (the rule asks for more than 100); 100.5 times passes."""
@@ -273,14 +286,7 @@ def test_a_gain_of_exactly_the_floor_is_not_enough(result):
         edited = _at(copy.deepcopy(result), sv.COLLAPSED, 1.0, 7, sigma_min=gain)
         edited = _at(edited, sv.COLLAPSED, 0.0, 7, sigma_min=1.0)
         assert verdicts.gains(edited, _regime(edited, sv.COLLAPSED)).min() == gain
-        bound = verdicts.claims(edited)[1]
-        failed = _failed_rows(edited)
-        if holds:
-            assert bound.verdict == claims.REPRODUCED and not failed
-        else:
-            assert bound.verdict == claims.NOT_REPRODUCED
-            assert bound.reason == "fails: the gain in the collapse"
-            assert len(failed) == 1 and "smallest gain" in failed[0]
+        _assert_bound_row(edited, holds, "the gain in the collapse", "smallest gain")
 
 
 def test_a_fall_of_exactly_kappa_drop_is_not_enough(result):
@@ -291,11 +297,6 @@ def test_a_fall_of_exactly_kappa_drop_is_not_enough(result):
         reg = _regime(edited, sv.COLLAPSED)
         reg.kappa[_row(edited, 0.0)] = fall
         reg.kappa[_row(edited, 1.0)] = 1.0
-        bound = verdicts.claims(edited)[1]
-        failed = _failed_rows(edited)
-        if holds:
-            assert bound.verdict == claims.REPRODUCED and not failed
-        else:
-            assert bound.verdict == claims.NOT_REPRODUCED
-            assert bound.reason == "fails: the fall of the condition number"
-            assert len(failed) == 1 and "median $\\kappa(Z)$" in failed[0]
+        _assert_bound_row(
+            edited, holds, "the fall of the condition number", "median $\\kappa(Z)$"
+        )
