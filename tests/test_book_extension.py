@@ -182,3 +182,69 @@ def test_a_number_is_kept_whole_in_its_own_text_node():
     book._keep_numbers_whole(None, doc, "page")
     assert [type(c).__name__ for c in para.children] == ["inline", "math", "inline"]
     assert para.astext() == "3e-07x3e-07"
+
+
+def test_a_figure_loads_after_the_text_and_other_images_as_before():
+    book, _ = _ext()
+    html = (
+        '<img alt="a figure" src="../_images/f.svg" width="4" />'
+        '<img alt="Binder logo" src="../_static/images/logo_binder.svg">'
+        '<img loading="eager" src="../_images/g.svg">'
+    )
+    assert book._figures_after_text(html) == (
+        '<img loading="lazy" alt="a figure" src="../_images/f.svg" width="4" />'
+        '<img alt="Binder logo" src="../_static/images/logo_binder.svg">'
+        '<img loading="eager" src="../_images/g.svg">'
+    )
+
+
+def _theme_script() -> str:
+    import pydata_sphinx_theme
+
+    root = Path(pydata_sphinx_theme.__file__).parent
+    return (
+        root
+        / "theme"
+        / "pydata_sphinx_theme"
+        / "static"
+        / "scripts"
+        / "pydata-sphinx-theme.js"
+    ).read_text(encoding="utf-8")
+
+
+def test_the_theme_script_loses_its_load_time_tab_stop_pass_and_nothing_else(
+    tmp_path,
+):
+    """The installed theme's script holds the pass where the build looks for it; the
+    build removes that call only, and what remains is JavaScript that parses."""
+    book, math = _ext()
+    script = _theme_script()
+    lighter = book.without_load_tab_stops(script)
+    assert lighter is not None, "the theme's script changed: see THEME_TAB_STOPS"
+    assert 'addEventListener("load"' in script
+    assert 'addEventListener("load"' not in lighter
+    assert "sourceMappingURL" not in lighter
+    assert lighter.count("scrollWidth") == script.count("scrollWidth")
+    assert len(script) - len(lighter) < 200
+    path = tmp_path / "theme.js"
+    path.write_text(lighter)
+    check = subprocess.run(
+        [str(math.node_executable()), "--check", str(path)], capture_output=True
+    )
+    assert check.returncode == 0, check.stderr
+
+
+def test_a_load_listener_that_sets_no_tab_stops_is_left_alone():
+    book, _ = _ext()
+    other = (
+        'function I(){document.title="x"}'
+        ',"complete"===document.readyState?I():window.addEventListener("load",I)'
+    )
+    assert book.without_load_tab_stops(other) is None
+    tab_stops = other.replace(
+        'document.title="x"', "e.tabIndex=e.scrollWidth>e.clientWidth?0:-1"
+    )
+    assert book.without_load_tab_stops(tab_stops) == (
+        "function I(){e.tabIndex=e.scrollWidth>e.clientWidth?0:-1}"
+        + book.TAB_STOPS_REMOVED
+    )

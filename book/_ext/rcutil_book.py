@@ -236,7 +236,7 @@ def _lighter_template(app, exception) -> None:
             r'<script defer src="\1"></script>' if page.name == SEARCH_PAGE else "",
             html,
         )
-        lighter = _sized_images(lighter, page)
+        lighter = _figures_after_text(_sized_images(lighter, page))
         lighter = drop_unused_assets(lighter)
         if options:  # in the page: a request less before it shows
             lighter = OPTIONS_SCRIPT.sub(
@@ -246,6 +246,7 @@ def _lighter_template(app, exception) -> None:
             page.write_text(lighter, encoding="utf-8")
     _icon_fonts(out)
     _flat_theme_css(out)
+    _tab_stops_when_seen(out)
 
 
 def _download_notebooks(app, exception) -> None:
@@ -317,6 +318,70 @@ def _sized_images(html: str, page: Path) -> str:
         return tag[:-1].rstrip("/ ") + f' width="{w}" height="{h}" />'
 
     return _IMG.sub(size, html)
+
+
+_FIGURE = re.compile(r'<img\b(?![^>]*\bloading=)(?=[^>]*\bsrc="(?:\.\./)*_images/)')
+
+
+def _figures_after_text(html: str) -> str:
+    """Every figure of a chapter (``_images/``) loads after the text has shown
+    (``loading="lazy"``): a chapter's figures, requested with its style sheets, delay
+    its first paint on a slow network. ``rcutil.js`` loads them all once the page has
+    loaded, so that a reader who scrolls or prints finds them there."""
+    return _FIGURE.sub('<img loading="lazy"', html)
+
+
+#: The theme's tab-stop pass (``addTabStopsToScrollableElements`` of
+#: pydata-sphinx-theme), called when the page has loaded: it reads the width of every
+#: code block and output of the page at once, which lays out the whole chapter,
+#: sections off screen included (``content-visibility`` in ``rcutil.css``), in one long
+#: task before the page answers. The build removes that call; ``rcutil.js`` sets the
+#: same tab stops box by box, as each box comes near the window.
+THEME_TAB_STOPS = re.compile(
+    r',"complete"===document\.readyState\?(\w+)\(\):'
+    r'window\.addEventListener\("load",\1\)'
+)
+
+#: What the build writes in place of that call.
+TAB_STOPS_REMOVED = "/* tab stops: rcutil.js */"
+
+
+def without_load_tab_stops(script: str) -> str | None:
+    """The theme's script ``script`` without its load-time tab-stop pass
+    (:data:`THEME_TAB_STOPS`) and without the name of its source map, which no longer
+    matches; ``None`` when the script does not hold that pass as this build expects."""
+    call = THEME_TAB_STOPS.search(script)
+    body = call and re.search(
+        rf"function {re.escape(call.group(1))}\(\)\{{(.{{0,300}})", script, re.S
+    )
+    if not (body and "scrollWidth" in body.group(1) and "tabIndex" in body.group(1)):
+        return None
+    script = script[: call.start()] + TAB_STOPS_REMOVED + script[call.end() :]
+    return re.sub(r"\n//# sourceMappingURL=\S+\s*$", "\n", script)
+
+
+def _tab_stops_when_seen(out: Path) -> None:
+    """The built theme script without its load-time tab-stop pass; a warning when it
+    no longer holds that pass as this build expects."""
+    from sphinx.util import logging
+
+    path = out / "_static" / "scripts" / "pydata-sphinx-theme.js"
+    if not path.is_file():
+        return
+    script = path.read_text(encoding="utf-8")
+    if TAB_STOPS_REMOVED in script:  # a build into the same folder
+        return
+    lighter = without_load_tab_stops(script)
+    if lighter is None:
+        logging.getLogger(__name__).warning(
+            f"{path.name}: no load-time tab-stop pass found where "
+            "rcutil_book.THEME_TAB_STOPS expects it; the theme's script changed: "
+            "update THEME_TAB_STOPS, or pin the pydata-sphinx-theme that it matches",
+            type="rcutil",
+            subtype="theme",
+        )
+        return
+    path.write_text(lighter, encoding="utf-8")
 
 
 #: Assets that Jupyter Book adds to every page, each with what a page must hold to use

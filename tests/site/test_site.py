@@ -8,7 +8,8 @@ in the page, no typesetting script, no raw ``$$`` left); no TeX source (``\\to``
 ``_{``, ``$``, ...) in the text outside typeset math and code, in the page or in its
 title; printed outputs no wider than the column; images that load, with alt text that
 says what they show (not a file path); internal links whose page and anchor exist;
-numbered references (figures, equations, theorems) that resolve; code lines of at most
+numbered references (figures, equations, theorems) that resolve; figures that load
+after the text and then, all of them, without the reader scrolling; code lines of at most
 88 characters; no template or code text in the prose (``seed(s)``, ``{a/b}``, ``:
 True``, a backticked constant name, an equation's label where its number belongs); a
 description for search engines; icons drawn from the cut icon fonts only, each glyph in
@@ -16,9 +17,10 @@ them, and no request for Font Awesome's complete fonts; a download button whose 
 installs the package in its first cell and carries the build's outputs. Each page is
 loaded at 1366 px and again at 390 px (a phone): its cumulative layout shift, as Chrome
 measures it, is at most :data:`MAX_CLS` at each width. At both widths and in print:
-nothing wider than the page, and every equation or table wider than its column scrolls
-in a box that shows it does (a shadow at the edge beyond which there is more; in print
-nothing may be wider than the column); at every width, no table cell squeezed to a
+nothing wider than the page, and every equation, table or code block wider than its
+column scrolls in a box that shows it does (a shadow at the edge beyond which there is
+more) and is a tab stop (a keyboard can scroll it; in print nothing may be wider than
+the column); at every width, no table cell squeezed to a
 character or two per line, and every claim's verdict on screen; in print, every claim's
 folded paper, rule and reason shown. On the phone, every figure's tick labels are at
 least :data:`MIN_TICK_PX` CSS px. A screenshot of every page at 1366 and at 390 px goes
@@ -208,7 +210,17 @@ WAIT_FOR_PAGE = """
 const done = arguments[arguments.length - 1];
 const loaded = document.readyState === 'complete' ? Promise.resolve()
   : new Promise(r => addEventListener('load', r, {once: true}));
-loaded.then(() => document.fonts.ready)
+// figures load after the text (loading="lazy"), then all of them once the page has
+// loaded (rcutil.js): wait until every image has arrived or failed, up to 10 s
+const images = () => new Promise(resolve => {
+  const start = Date.now();
+  (function poll() {
+    if (Array.from(document.images).every(i => i.complete) || Date.now() - start > 10000)
+      resolve();
+    else setTimeout(poll, 50);
+  })();
+});
+loaded.then(() => document.fonts.ready).then(images)
   .then(() => requestAnimationFrame(() => setTimeout(() => done(true), 100)))
   .catch(e => done('the page did not load: ' + e));
 """
@@ -400,37 +412,42 @@ const name = el => {
   return el.tagName.toLowerCase() + (eqno ? ' ' + eqno.textContent.trim() : '') + ': ' + text;
 };
 const cut = [], hidden = [];
-// display equations, tables, and inline formulas outside both
-const items = Array.from(column.querySelectorAll('div.math, table, mjx-container')).filter(
+// display equations, tables, code blocks, and inline formulas outside the others
+const items = Array.from(column.querySelectorAll(
+  'div.math, table, div.highlight, mjx-container')).filter(
   el => el.tagName !== 'MJX-CONTAINER' || !el.closest('div.math, table'));
 for (const el of items) {
-  if (el.offsetParent === null) continue;          // folded away
+  if (!el.checkVisibility()) continue;             // folded away (a closed toggle)
   // a cell tagged full-width may use the margin beside the column
   const limit = (el.closest('[class*="full-width"]') ? main : column).getBoundingClientRect().right + 1;
-  const wrap = el.matches('div.math') ? el.querySelector(':scope > .rc-scroll') : el.closest('.rc-scroll');
+  const wrap = el.matches('div.math') ? el.querySelector(':scope > .rc-scroll')
+    : el.matches('div.highlight') ? el : el.closest('.rc-scroll');
   if (wrap && wrap.firstElementChild) {
     const box = wrap.firstElementChild;
     if (wrap.getBoundingClientRect().right > limit)
       cut.push('scroll box wider than the column: ' + name(el));
     if (box.scrollWidth > box.clientWidth + 1) {
       if (print) cut.push(name(el));
-      else if (!cued(wrap)) hidden.push([el, wrap, box]);
+      else if (!cued(wrap) || box.tabIndex < 0) hidden.push([el, wrap, box]);
     }
   } else if (el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > limit) {
     cut.push(name(el));
   }
 }
-// a box is measured once it comes near the window: go to each box that shows no cue yet
+// a box is measured once it comes near the window: go to each box that shows no cue
+// yet; a box that scrolls must also be a tab stop, so that a keyboard can scroll it
 (async () => {
-  const uncued = [];
+  const uncued = [], unreachable = [];
   for (const [el, wrap, box] of hidden) {
     wrap.scrollIntoView({block: 'center'});
-    for (let i = 0; i < 30 && !cued(wrap); i++) await frame();
-    if (!cued(wrap)) uncued.push(`${name(el)} (${box.scrollWidth} px in ${box.clientWidth} px)`);
+    for (let i = 0; i < 30 && !(cued(wrap) && box.tabIndex >= 0); i++) await frame();
+    const what = `${name(el)} (${box.scrollWidth} px in ${box.clientWidth} px)`;
+    if (!cued(wrap)) uncued.push(what);
+    else if (box.tabIndex < 0) unreachable.push(what);
   }
   window.scrollTo(0, 0);
   done({pageWidth: document.documentElement.scrollWidth, windowWidth: window.innerWidth,
-        cut: cut, uncued: uncued});
+        cut: cut, uncued: uncued, unreachable: unreachable});
 })();
 """
 
@@ -464,6 +481,10 @@ def layout(browser, width: int, page: str, media: str = "screen") -> dict:
     assert not facts["uncued"], (
         f"{where}: wider than the column, with no sign that it scrolls: "
         f"{facts['uncued']}"
+    )
+    assert not facts["unreachable"], (
+        f"{where}: scrolls sideways but is no tab stop (a keyboard cannot scroll it): "
+        f"{facts['unreachable']}"
     )
     return facts
 
@@ -552,6 +573,55 @@ def test_the_reading_check_finds_a_squeezed_cell_and_a_hidden_verdict(
         "hidden": [],
     }
     browser.set_window_size(1280, 1600)
+
+
+#: A page with a code block wider than a phone, and a figure far below the window that
+#: loads after the text; the site's style sheet, and its script inlined in {script}.
+SCROLL_PAGE = """<!doctype html><html><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="{css}"></head><body><div class="bd-article">
+<div class="highlight"><pre>{line}</pre></div>
+<div style="height: 6000px"></div>
+<img loading="lazy" alt="a figure" src="{svg}" width="40" height="20">
+</div><script>{script}</script></body></html>"""
+
+
+def test_a_box_that_scrolls_must_show_it_and_take_the_keyboard(browser, tmp_path):
+    """The layout check finds a code block that scrolls but is no tab stop; the page
+    check finds a figure that never loads; the site's script fixes both."""
+    script = (ROOT / "book" / "_static" / "rcutil.js").read_text()
+    tab_stop = "if (box.tabIndex !== stop) box.tabIndex = stop;"
+    eager = 'img.loading = "eager";'
+    assert tab_stop in script and eager in script
+    svg = tmp_path / "f.svg"
+    svg.write_text('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"/>')
+    page = tmp_path / "scroll.html"
+
+    def open_page(script: str) -> dict:
+        page.write_text(
+            SCROLL_PAGE.format(
+                css=(ROOT / "book" / "_static" / "rcutil.css").as_uri(),
+                line="x = 1  # " + "a long comment " * 12,
+                svg=svg.as_uri(),
+                script=script,
+            )
+        )
+        resize(browser, 390)
+        browser.get(page.as_uri())
+        assert browser.execute_async_script(WAIT_FOR_PAGE) is True
+        return browser.execute_script(PAGE_FACTS, TEX_SOURCE.pattern, NOT_PROSE)
+
+    try:
+        facts = open_page(script)
+        assert [i["ok"] for i in facts["images"]] == [True]
+        assert layout(browser, 390, "scroll.html")["unreachable"] == []
+        with pytest.raises(AssertionError, match="no tab stop"):
+            open_page(script.replace(tab_stop, ""))
+            layout(browser, 390, "scroll.html")
+        facts = open_page(script.replace(eager, ""))
+        assert [i["ok"] for i in facts["images"]] == [False]
+    finally:
+        resize(browser, 1366)
 
 
 #: Claims (rcutil/report.py: render) whose folded paper, rule and reason a reader does
