@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import collections
 import json
 import os
 import re
@@ -51,8 +52,6 @@ NAME = re.compile(r"`(rcutil\.[\w.ǁ]+__mutmut_\d+)`")
 #: The classes of survivors that SURVIVORS.md explains once, by their headings' keys.
 WORDING = "error wording"
 ROW_TEXT = "row text"
-#: Calls whose string arguments are the words of a row the reader sees.
-ROWS = ("Claim", "Check")
 
 
 def config() -> dict:
@@ -248,38 +247,76 @@ def only_wording(original: ast.AST, mutant: ast.AST) -> bool:
     return normal(original) == normal(mutant) and ast.dump(original) != ast.dump(mutant)
 
 
-def _blank(node):
-    """An f-string, a string or ``None`` as the empty string; any other node as is."""
-    if isinstance(node, ast.JoinedStr) or (
-        isinstance(node, ast.Constant)
-        and (node.value is None or isinstance(node.value, str))
+def _blank(node, shown: list[str] | None = None):
+    """An f-string, a string or ``None`` as the empty string; any other node as is.
+    The values an f-string formats (``{r.x:.2f}``) are numbers or names the reader
+    sees: each is added to ``shown`` (as its syntax tree's dump)."""
+    if isinstance(node, ast.JoinedStr):
+        if shown is not None:
+            shown += [
+                ast.dump(v) for v in node.values if isinstance(v, ast.FormattedValue)
+            ]
+        return ast.Constant("")
+    if isinstance(node, ast.Constant) and (
+        node.value is None or isinstance(node.value, str)
     ):
         return ast.Constant("")
     return node
 
 
-def _blank_inside(node, keys: bool = True) -> None:
-    """Every f-string, string or ``None`` below ``node`` made the empty string; with
-    ``keys=False`` a dictionary's keys are kept (they are looked up)."""
+def _blank_inside(node, shown: list[str], keys: bool = True) -> None:
+    """Every f-string, string or ``None`` below ``node`` made the empty string (the
+    values of the f-strings added to ``shown``); with ``keys=False`` a dictionary's keys
+    are kept (they are looked up)."""
     for n in ast.walk(node):
         for field, value in ast.iter_fields(n):
             if not keys and isinstance(n, ast.Dict) and field == "keys":
                 continue
             if isinstance(value, list):
-                value[:] = [_blank(v) for v in value]
+                value[:] = [_blank(v, shown) for v in value]
             else:
-                setattr(n, field, _blank(value))
+                setattr(n, field, _blank(value, shown))
 
 
-#: The arguments of :data:`ROWS` that hold a row's words, by position and by keyword:
-#: a claim's all but its key, verdict and decision, a check's text (``what``).
+#: The calls that make a row the reader sees, each with its arguments that hold the
+#: row's words, by position and by keyword: a claim's all but its key, verdict and
+#: decision (``Claim(...)``, or ``Claim.tested(...)`` with the decision that sets the
+#: verdict), a check's text (``what``), never the value or threshold a check compares.
 WORDS = {
     "Claim": (
-        {1, 2, 3, 5},
+        {1, 2, 3, 5, 6, 10},
         {"claim", "paper", "book", "reason", "rule", "setting", "would_take"},
     ),
+    "Claim.tested": ({1, 2, 3}, {"claim", "paper", "book", "setting", "reason_prefix"}),
     "Check": ({0}, {"what"}),
 }
+
+
+def _row(call) -> str | None:
+    """The key of :data:`WORDS` that ``call`` makes a row with: ``Claim(...)``,
+    ``rules.Claim(...)``, ``Claim.tested(...)``, ``rules.Claim.tested(...)``; else
+    ``None``."""
+    if not isinstance(call, ast.Call):
+        return None
+    names, f = [], call.func
+    while isinstance(f, ast.Attribute):
+        names.append(f.attr)
+        f = f.value
+    if isinstance(f, ast.Name):
+        names.append(f.id)
+    for n in (2, 1):  # Class.method, then Class (module prefixes dropped)
+        name = ".".join(reversed(names[:n]))
+        if len(names) >= n and name in WORDS:
+            return name
+    return None
+
+
+def _word_parts(call) -> list:
+    """The arguments of the row ``call`` that hold its words (:data:`WORDS`)."""
+    positions, keywords = WORDS[_row(call)]
+    return [a for i, a in enumerate(call.args) if i in positions] + [
+        k.value for k in call.keywords if k.arg in keywords
+    ]
 
 
 def _words(node) -> bool:
@@ -295,20 +332,17 @@ def _words(node) -> bool:
     )
 
 
-def _text_variables(func: ast.AST) -> None:
+def _text_variables(func: ast.AST, shown: list[str]) -> None:
     """In place: the value of a local variable read only within a row's words (a text
     held in a variable, then passed to a ``Check`` or ``Claim``) blanked, as the words
     of a row are: a string, f-string, ``None`` or table look-up made the empty string,
     and every string, f-string or ``None`` inside any other value (a dictionary's
-    values, an ``if``-expression's arms; its condition stays)."""
+    values, an ``if``-expression's arms; its condition stays). The values its
+    f-strings format go to ``shown``."""
     text = set()
     for call in ast.walk(func):
-        name = getattr(call.func, "id", None) if isinstance(call, ast.Call) else None
-        if name in WORDS:
-            positions, keywords = WORDS[name]
-            parts = [a for i, a in enumerate(call.args) if i in positions]
-            parts += [k.value for k in call.keywords if k.arg in keywords]
-            text |= {id(n) for part in parts for n in ast.walk(part)}
+        if _row(call):
+            text |= {id(n) for part in _word_parts(call) for n in ast.walk(part)}
     loads: dict[str, list[ast.Name]] = {}
     stores: dict[str, int] = {}
     for n in ast.walk(func):
@@ -343,38 +377,49 @@ def _text_variables(func: ast.AST) -> None:
             if not (isinstance(t, ast.Name) and t.id in only_text):
                 continue
             if _words(v):
+                _blank(v, shown)
                 blank = ast.Constant("")
                 if isinstance(holder, list):
                     holder[where] = blank
                 else:
                     setattr(holder, where, blank)
             else:
-                _blank_inside(v, keys=False)
+                _blank_inside(v, shown, keys=False)
 
 
 def only_row_text(original: ast.AST, mutant: ast.AST) -> bool:
-    """Whether two functions differ only in strings (f-string parts included, or a
-    string made ``None``) inside the calls of :data:`ROWS`, other than a claim's key
-    (its first argument), or in the value of a variable read only there
-    (:func:`_text_variables`)."""
+    """Whether two functions differ only in the words of rows: strings (or a string
+    made ``None``) among the arguments of :data:`WORDS` that hold a row's words, or in
+    the value of a variable read only there (:func:`_text_variables`). A value that an
+    f-string there formats is no word: the mutant may drop it (an f-string made
+    ``None``) but not change it (``{n + 1}`` made ``{n - 1}`` shows another number)."""
 
     def normal(node):
         node = ast.parse(ast.unparse(node)).body[0]
         node.name = "f"
-        _text_variables(node)
+        shown: list[str] = []
+        _text_variables(node, shown)
         for call in ast.walk(node):
-            call_of = call.func if isinstance(call, ast.Call) else None
-            name = getattr(call_of, "id", None)
-            if name in ROWS:
-                first = 1 if name == "Claim" else 0
-                call.args[first:] = [_blank(a) for a in call.args[first:]]
-                for k in call.keywords:
-                    k.value = _blank(k.value)
-                for a in call.args[first:] + [k.value for k in call.keywords]:
-                    _blank_inside(a)
-        return ast.dump(node)
+            if not _row(call):
+                continue
+            positions, keywords = WORDS[_row(call)]
+            call.args[:] = [
+                _blank(a, shown) if i in positions else a
+                for i, a in enumerate(call.args)
+            ]
+            for k in call.keywords:
+                if k.arg in keywords:
+                    k.value = _blank(k.value, shown)
+            for part in _word_parts(call):
+                _blank_inside(part, shown)
+        return ast.dump(node), collections.Counter(shown)
 
-    return normal(original) == normal(mutant) and ast.dump(original) != ast.dump(mutant)
+    (tree, shown), (mutant_tree, mutant_shown) = normal(original), normal(mutant)
+    return (
+        tree == mutant_tree
+        and not mutant_shown - shown
+        and ast.dump(original) != ast.dump(mutant)
+    )
 
 
 def reason_of(

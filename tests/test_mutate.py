@@ -159,3 +159,39 @@ def test_a_text_held_in_a_variable_read_only_in_a_rows_words_is_row_text(
     original = ast.parse(VARIABLES).body[0]
     mutant = ast.parse(VARIABLES.replace(old, new)).body[0]
     assert mutate.only_row_text(original, mutant) is text_only
+
+
+TESTED = """def claims(r):
+    return [
+        rules.Claim.tested("key", "name", f"p {r.n + 1}", "b", r.decision,
+                           setting=S("s"), reason_prefix="r: "),
+        Check("a b", "up", "==", r.word),
+    ]
+"""
+
+
+@pytest.mark.parametrize(
+    "old, new, text_only",
+    [
+        ('"name"', "None", True),  # a claim built by Claim.tested: its words
+        ('f"p {r.n + 1}"', "None", True),  # an f-string dropped whole
+        ('S("s")', 'S("XXsXX")', True),  # the setting's words
+        ('"r: "', '"XXr: XXX"', True),  # the reason's first words
+        ("{r.n + 1}", "{r.n - 1}", False),  # a number the row shows, changed
+        ("{r.n + 1}", "{r.n + 2}", False),
+        ('"key"', '"XXkeyXX"', False),  # the key a claim is found by
+        ("r.decision", "None", False),  # the decision that sets the verdict
+        ('"up"', '"XXupXX"', False),  # a value that a check compares
+    ],
+)
+def test_the_words_of_a_row_are_its_text_and_nothing_it_shows_or_decides(
+    old, new, text_only
+):
+    """Rows built by ``Claim.tested`` (through a module, ``rules.Claim``) have their
+    words at the claim's, paper's and book's places, in the setting and the reason's
+    prefix; a value formatted into an f-string, a key, a decision and a check's value
+    are not words."""
+    assert TESTED.count(old) == 1
+    original = ast.parse(TESTED).body[0]
+    mutant = ast.parse(TESTED.replace(old, new)).body[0]
+    assert mutate.only_row_text(original, mutant) is text_only
