@@ -908,6 +908,8 @@ def test_rows_name_their_horizon_setting_ratio_labels_and_paper_norms(result):
     low, high = verdicts.paper_norms(result)
     assert f"{low:.3g} to {high:.3g}" in ratio_row.reason
     assert ratio_row.reason.startswith(ratio_row.decision.reason())
+    # the paper's number, as the paper prints it
+    assert ratio_row.paper.startswith("$7.74 \\times 10^{-14}$ without the residual")
 
 
 # ------------------------------------------------------------------ bracket and factors

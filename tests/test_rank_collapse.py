@@ -691,6 +691,25 @@ def test_the_settings_name_each_difference_from_the_paper(result):
     assert r"\tanh" in second[1] and "sizes and step" in second[2]
 
 
+def test_the_gd_row_shows_the_last_loss_over_the_floor_of_each_residual_strength(
+    result,
+):
+    gd = verdicts.claims(result)[1]
+    for beta in (1.0, 0.0):
+        shown = claims.fmt(*claims.mean_se(verdicts.final_over_floor(result, beta)))
+        assert f"$\\beta = {beta:g}$: {shown}" in gd.book
+    assert gd.book.index("$\\beta = 1$") < gd.book.index("$\\beta = 0$")
+
+
+def test_the_depth_checks_name_the_layer_they_read(result):
+    """The depth checks name the layer they read: r_6 without skips (where pure
+    attention has reached the floor), and the last layer of the stack with skips."""
+    rows = [c.what for c in verdicts.checks(result)]
+    layers = result.settings.depth_layers
+    assert f"depth: $r_{{{layers}}}$ with skips (geometric mean)" in rows
+    assert "depth: $r_{6}$ without skips (geometric mean)" in rows
+
+
 def test_the_gd_evidence_names_its_quantity_and_the_order_of_the_difference(result):
     """The estimate is log10 of the last loss over the floor, beta = 1 minus beta = 0:
     negative where the residual ends lower."""

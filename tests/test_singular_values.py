@@ -78,7 +78,10 @@ def test_the_statement_as_the_paper_gives_it_is_refuted(result):
     for c in found:  # X of full rank, Z singular to round-off
         assert c.sigma_X[-1] > 0.1 and c.sigma_Z[-1] < 1e-14 * c.sigma_Z[0]
         assert f"{c.what}: $\\sigma_{{\\min}}(Z)/\\sigma_{{\\max}}(Z)$" in stated.book
-        assert f"= {c.sigma_Z[-1] / c.sigma_Z[0]:.1e} while" in stated.book
+        assert (  # the smallest singular values of Z and of X, as shown
+            f"= {c.sigma_Z[-1] / c.sigma_Z[0]:.1e} while $\\sigma_{{\\min}}(X)$ = "
+            f"{c.sigma_X[-1]:.3g}" in stated.book
+        )
     assert found[0].what.startswith("$W_V = I$, $\\beta = 0.5$")
     assert found[1].what.startswith("$W_V = -I$, $\\beta = 1$")
     # W_V = I: P + beta I = (1 + beta)/2 11^T, singular values (1 + beta) and 0
