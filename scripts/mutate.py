@@ -264,17 +264,40 @@ def _blank(node, shown: list[str] | None = None):
     return node
 
 
+def _conditions(node) -> set[int]:
+    """The ids of the nodes below ``node`` that decide which words are shown, not what
+    they say: an ``if``-expression's condition, a comprehension's ``if`` clauses, and
+    every comparison."""
+    out: set[int] = set()
+    for n in ast.walk(node):
+        tests = (
+            [n.test]
+            if isinstance(n, ast.IfExp)
+            else n.ifs
+            if isinstance(n, ast.comprehension)
+            else [n]
+            if isinstance(n, ast.Compare)
+            else []
+        )
+        out |= {id(m) for t in tests for m in ast.walk(t)}
+    return out
+
+
 def _blank_inside(node, shown: list[str], keys: bool = True) -> None:
     """Every f-string, string or ``None`` below ``node`` made the empty string (the
-    values of the f-strings added to ``shown``); with ``keys=False`` a dictionary's keys
-    are kept (they are looked up)."""
+    values of the f-strings added to ``shown``), but those of a condition
+    (:func:`_conditions`); with ``keys=False`` a dictionary's keys are kept (they are
+    looked up)."""
+    kept = _conditions(node)
     for n in ast.walk(node):
+        if id(n) in kept:
+            continue
         for field, value in ast.iter_fields(n):
             if not keys and isinstance(n, ast.Dict) and field == "keys":
                 continue
             if isinstance(value, list):
-                value[:] = [_blank(v, shown) for v in value]
-            else:
+                value[:] = [v if id(v) in kept else _blank(v, shown) for v in value]
+            elif id(value) not in kept:
                 setattr(n, field, _blank(value, shown))
 
 
@@ -284,7 +307,7 @@ def _blank_inside(node, shown: list[str], keys: bool = True) -> None:
 #: verdict), a check's text (``what``), never the value or threshold a check compares.
 WORDS = {
     "Claim": (
-        {1, 2, 3, 5, 6, 10},
+        {1, 2, 3, 5, 6, 8, 10},
         {"claim", "paper", "book", "reason", "rule", "setting", "would_take"},
     ),
     "Claim.tested": ({1, 2, 3}, {"claim", "paper", "book", "setting", "reason_prefix"}),

@@ -162,8 +162,9 @@ def test_a_text_held_in_a_variable_read_only_in_a_rows_words_is_row_text(
 
 
 TESTED = """def claims(r):
+    where = "" if r.init == "scratch" else ", from GPT-2"
     return [
-        rules.Claim.tested("key", "name", f"p {r.n + 1}", "b", r.decision,
+        rules.Claim.tested("key", f"name{where}", f"p {r.n + 1}", "b", r.decision,
                            setting=S("s"), reason_prefix="r: "),
         Check("a b", "up", "==", r.word),
     ]
@@ -173,7 +174,9 @@ TESTED = """def claims(r):
 @pytest.mark.parametrize(
     "old, new, text_only",
     [
-        ('"name"', "None", True),  # a claim built by Claim.tested: its words
+        ('f"name{where}"', "None", True),  # a claim built by Claim.tested: its words
+        ('", from GPT-2"', '"XX, from GPT-2XX"', True),  # a text held in a variable
+        ('"scratch"', '"XXscratchXX"', False),  # the condition that picks the text
         ('f"p {r.n + 1}"', "None", True),  # an f-string dropped whole
         ('S("s")', 'S("XXsXX")', True),  # the setting's words
         ('"r: "', '"XXr: XXX"', True),  # the reason's first words
@@ -189,8 +192,8 @@ def test_the_words_of_a_row_are_its_text_and_nothing_it_shows_or_decides(
 ):
     """Rows built by ``Claim.tested`` (through a module, ``rules.Claim``) have their
     words at the claim's, paper's and book's places, in the setting and the reason's
-    prefix; a value formatted into an f-string, a key, a decision and a check's value
-    are not words."""
+    prefix; a value formatted into an f-string, a key, a decision, a check's value and
+    the condition that picks a text are not words."""
     assert TESTED.count(old) == 1
     original = ast.parse(TESTED).body[0]
     mutant = ast.parse(TESTED.replace(old, new)).body[0]
