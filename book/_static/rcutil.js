@@ -6,10 +6,10 @@
    gets data-more="left", "right" or both; rcutil.css draws the shadows above the
    content, so that a table's rows cannot cover them. The shadows are absolutely
    placed: nothing moves when they appear. A box is measured only once it comes near
-   the window (IntersectionObserver), then whenever its size changes (ResizeObserver,
-   which reports sizes after the browser has laid the page out); all sizes are read
-   before any attribute is written, so that the page is laid out once, not once per
-   box. */
+   the window (IntersectionObserver), or at a keyboard's first Tab, then whenever its
+   size changes (ResizeObserver, which reports sizes after the browser has laid the
+   page out); all sizes are read before any attribute is written, so that the page is
+   laid out once, not once per box. */
 (() => {
   const WRAPS = ".rc-scroll, div.highlight";
   const measure = (wrap) => {
@@ -33,23 +33,39 @@
       const found = Array.from(wraps, measure); // read all ...
       for (const f of found) write(f); // ... then write
     });
+    const waiting = new Set();
+    // from now on the box is measured whenever it scrolls or its size changes
+    const watch = (wrap) => {
+      if (!waiting.delete(wrap)) return;
+      near.unobserve(wrap);
+      const box = wrap.firstElementChild;
+      box.addEventListener("scroll", () => write(measure(wrap)), { passive: true });
+      resized.observe(box);
+      if (box.firstElementChild) resized.observe(box.firstElementChild);
+    };
     const near = new IntersectionObserver(
       (entries) => {
-        for (const entry of entries) {
-          if (!entry.isIntersecting) continue;
-          const wrap = entry.target;
-          near.unobserve(wrap);
-          const box = wrap.firstElementChild;
-          box.addEventListener("scroll", () => write(measure(wrap)), { passive: true });
-          resized.observe(box);
-          if (box.firstElementChild) resized.observe(box.firstElementChild);
-        }
+        for (const entry of entries) if (entry.isIntersecting) watch(entry.target);
       },
       { rootMargin: "400px 0px" },
     );
     for (const wrap of document.querySelectorAll(WRAPS)) {
-      if (wrap.firstElementChild) near.observe(wrap);
+      if (!wrap.firstElementChild) continue;
+      waiting.add(wrap);
+      near.observe(wrap);
     }
+    // a keyboard's first Tab: every box not measured yet is measured now (one layout of
+    // the page, when the reader asks for it), so that Tab stops at every box that
+    // scrolls, near the window or not
+    const firstTab = (event) => {
+      if (event.key !== "Tab") return;
+      document.removeEventListener("keydown", firstTab, true);
+      const rest = Array.from(waiting);
+      const found = rest.map(measure); // read all ...
+      for (const f of found) write(f); // ... then write
+      for (const wrap of rest) watch(wrap);
+    };
+    document.addEventListener("keydown", firstTab, true);
   };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
@@ -66,6 +82,7 @@
   const start = () => idle(all, { timeout: 2000 });
   if (document.readyState === "complete") start();
   else window.addEventListener("load", start, { once: true });
+  window.addEventListener("beforeprint", all); // printed before the page was idle
 })();
 
 /* A printed claim shows its folded paper, rule and reason: the cards' dropdowns open

@@ -575,24 +575,32 @@ def test_the_reading_check_finds_a_squeezed_cell_and_a_hidden_verdict(
     browser.set_window_size(1280, 1600)
 
 
-#: A page with a code block wider than a phone, and a figure far below the window that
-#: loads after the text; the site's style sheet, and its script inlined in {script}.
+#: A page with two code blocks wider than a phone, one far below the window, and a
+#: figure there that loads after the text; the site's style sheet, and its script
+#: inlined in {script}.
 SCROLL_PAGE = """<!doctype html><html><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="{css}"></head><body><div class="bd-article">
 <div class="highlight"><pre>{line}</pre></div>
 <div style="height: 6000px"></div>
+<div class="highlight"><pre>{line}</pre></div>
 <img loading="lazy" alt="a figure" src="{svg}" width="40" height="20">
 </div><script>{script}</script></body></html>"""
+TAB_STOPS = "return Array.from(document.querySelectorAll('pre'), p => p.tabIndex);"
 
 
 def test_a_box_that_scrolls_must_show_it_and_take_the_keyboard(browser, tmp_path):
     """The layout check finds a code block that scrolls but is no tab stop; the page
-    check finds a figure that never loads; the site's script fixes both."""
+    check finds a figure that never loads; the site's script fixes both, and at the
+    first Tab makes every box that scrolls a tab stop, far from the window too."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
     script = (ROOT / "book" / "_static" / "rcutil.js").read_text()
     tab_stop = "if (box.tabIndex !== stop) box.tabIndex = stop;"
     eager = 'img.loading = "eager";'
-    assert tab_stop in script and eager in script
+    first_tab = 'document.addEventListener("keydown", firstTab, true);'
+    assert tab_stop in script and eager in script and first_tab in script
     svg = tmp_path / "f.svg"
     svg.write_text('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"/>')
     page = tmp_path / "scroll.html"
@@ -614,11 +622,18 @@ def test_a_box_that_scrolls_must_show_it_and_take_the_keyboard(browser, tmp_path
     try:
         facts = open_page(script)
         assert [i["ok"] for i in facts["images"]] == [True]
+        assert browser.execute_script(TAB_STOPS) == [0, -1]  # the far one: not yet
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        assert browser.execute_script(TAB_STOPS) == [0, 0]
         assert layout(browser, 390, "scroll.html")["unreachable"] == []
+        open_page(script.replace(first_tab, ""))
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        assert browser.execute_script(TAB_STOPS) == [0, -1]
         with pytest.raises(AssertionError, match="no tab stop"):
             open_page(script.replace(tab_stop, ""))
             layout(browser, 390, "scroll.html")
-        facts = open_page(script.replace(eager, ""))
+        # without the eager load (the loop left in place: a script that still runs)
+        facts = open_page(script.replace(eager, "void img;"))
         assert [i["ok"] for i in facts["images"]] == [False]
     finally:
         resize(browser, 1366)
