@@ -400,7 +400,7 @@ def _text_variables(func: ast.AST, shown: list[str]) -> None:
             if not (isinstance(t, ast.Name) and t.id in only_text):
                 continue
             if _words(v):
-                _blank(v, shown)
+                _blank(v, shown)  # the values its f-string formats go to shown
                 blank = ast.Constant("")
                 if isinstance(holder, list):
                     holder[where] = blank

@@ -27,12 +27,14 @@
     if (more) wrap.dataset.more = more;
     else delete wrap.dataset.more;
   };
+  const update = (wraps) => {
+    const found = Array.from(wraps, measure); // read all ...
+    for (const f of found) write(f); // ... then write
+  };
   const start = () => {
-    const resized = new ResizeObserver((entries) => {
-      const wraps = new Set(entries.map((e) => e.target.closest(WRAPS)).filter(Boolean));
-      const found = Array.from(wraps, measure); // read all ...
-      for (const f of found) write(f); // ... then write
-    });
+    const resized = new ResizeObserver((entries) =>
+      update(new Set(entries.map((e) => e.target.closest(WRAPS)).filter(Boolean))),
+    );
     const waiting = new Set();
     // from now on the box is measured whenever it scrolls or its size changes
     const watch = (wrap) => {
@@ -61,8 +63,7 @@
       if (event.key !== "Tab") return;
       document.removeEventListener("keydown", firstTab, true);
       const rest = Array.from(waiting);
-      const found = rest.map(measure); // read all ...
-      for (const f of found) write(f); // ... then write
+      update(rest);
       for (const wrap of rest) watch(wrap);
     };
     document.addEventListener("keydown", firstTab, true);
